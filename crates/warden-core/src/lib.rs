@@ -1,0 +1,15 @@
+//! warden's domain types. No I/O, no async runtime: ids, time, run specs and
+//! outcomes, and the checked state transitions every other crate relies on.
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod id;
+pub mod outcome;
+pub mod run;
+pub mod time;
+
+pub use error::CoreError;
+pub use id::RunId;
+pub use outcome::{FailureKind, Outcome};
+pub use run::{RunLimits, RunSpec, RunState, StdinMode, Terminal};
+pub use time::Timestamp;

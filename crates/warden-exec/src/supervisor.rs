@@ -1,0 +1,224 @@
+//! The public face of the supervisor: configuration, `spawn`, and the handle
+//! a caller holds while a run lives.
+
+use std::os::unix::process::CommandExt;
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use warden_core::{Outcome, RunSpec, StdinMode, Terminal};
+
+use crate::driver::Driver;
+use crate::output::{self, OutputChunk, Stream};
+use crate::{SpawnError, StdinHandle, env, procs, pty, resolve};
+
+/// Settings shared by every run of one supervisor.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// Time between SIGTERM and SIGKILL when a run must end.
+    pub grace: Duration,
+    /// The largest output chunk, in bytes.
+    pub chunk_size: usize,
+    /// Names of the supervisor's environment variables a child may also see.
+    pub env_allow: Vec<String>,
+    /// How many chunks may wait for a slow consumer before the child is
+    /// blocked on its own writes (this bounds memory).
+    pub channel_capacity: usize,
+}
+
+impl Default for SupervisorConfig {
+    fn default() -> Self {
+        Self {
+            grace: Duration::from_secs(5),
+            chunk_size: 16 * 1024,
+            env_allow: Vec::new(),
+            channel_capacity: 32,
+        }
+    }
+}
+
+/// What a run reports, in order: output chunks, then exactly one `Finished`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RunEvent {
+    /// A chunk of output.
+    Output(OutputChunk),
+    /// The run is over and every one of its processes is gone.
+    Finished(Outcome),
+}
+
+/// Asks a run to stop; the outcome is `cancelled` unless it had already exited.
+#[derive(Debug, Clone)]
+pub struct Canceller(CancellationToken);
+
+impl Canceller {
+    /// Requests cancellation; idempotent.
+    pub fn cancel(&self) {
+        self.0.cancel();
+    }
+}
+
+/// A live run.
+#[derive(Debug)]
+pub struct RunHandle {
+    pid: u32,
+    events: mpsc::Receiver<RunEvent>,
+    cancel: CancellationToken,
+    stdin: Option<StdinHandle>,
+}
+
+impl RunHandle {
+    /// The leader's pid, which is also the run's process group id.
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The next event; `None` after `Finished` has been taken.
+    pub async fn next(&mut self) -> Option<RunEvent> {
+        self.events.recv().await
+    }
+
+    /// A cloneable handle that cancels this run.
+    pub fn canceller(&self) -> Canceller {
+        Canceller(self.cancel.clone())
+    }
+
+    /// The writable stdin, when the spec asked for one (once).
+    pub fn take_stdin(&mut self) -> Option<StdinHandle> {
+        self.stdin.take()
+    }
+}
+
+/// Spawns and watches bounded runs.
+#[derive(Debug, Clone)]
+pub struct Supervisor {
+    config: Arc<SupervisorConfig>,
+}
+
+impl Supervisor {
+    /// Creates a supervisor and makes this process a child subreaper; fails
+    /// closed if the kernel refuses, since escaped descendants could then
+    /// outlive their runs.
+    pub fn new(config: SupervisorConfig) -> std::io::Result<Self> {
+        procs::become_subreaper().map_err(std::io::Error::from)?;
+        Ok(Self {
+            config: Arc::new(config),
+        })
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SupervisorConfig {
+        &self.config
+    }
+
+    /// Starts `spec` (already validated) with `marker` (the run id) in its
+    /// environment. Must be called inside a tokio runtime.
+    pub fn spawn(&self, marker: &str, spec: &RunSpec) -> Result<RunHandle, SpawnError> {
+        let Some(argv0) = spec.argv.first() else {
+            return Err(SpawnError::ProgramNotFound(String::new()));
+        };
+        resolve::check_cwd(&spec.cwd)?;
+        let env = env::build(&self.config.env_allow, &spec.env, spec.terminal, marker);
+        let program = resolve::program(
+            argv0,
+            &spec.cwd,
+            env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_os_str()),
+        )?;
+
+        let mut cmd = tokio::process::Command::new(&program);
+        cmd.as_std_mut().arg0(argv0);
+        cmd.args(&spec.argv[1..])
+            .current_dir(&spec.cwd)
+            .env_clear()
+            .envs(&env)
+            .process_group(0)
+            .kill_on_drop(false);
+        let mut master = None;
+        match spec.terminal {
+            Terminal::Pipes => {
+                cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+                cmd.stdin(match spec.stdin {
+                    StdinMode::Closed => Stdio::null(),
+                    StdinMode::Open => Stdio::piped(),
+                });
+            }
+            Terminal::Pty => {
+                let (m, slave) = pty::open()?;
+                cmd.stdin(Stdio::from(slave.try_clone()?))
+                    .stdout(Stdio::from(slave.try_clone()?))
+                    .stderr(Stdio::from(slave));
+                master = Some(m);
+            }
+        }
+
+        let mut child = {
+            let mut leaders = procs::leaders();
+            let child = cmd.spawn()?;
+            if let Some(pid) = child.id() {
+                leaders.insert(pid as i32);
+            }
+            child
+        };
+        // Our copies of the PTY slave must close, or the master never sees EOF.
+        drop(cmd);
+        let pid = child.id().unwrap_or(0);
+
+        let (raw_tx, raw_rx) = mpsc::channel(8);
+        let chunk = self.config.chunk_size.max(1);
+        let mut pumps = Vec::new();
+        let stdin = match master {
+            None => {
+                if let Some(out) = child.stdout.take() {
+                    pumps.push(tokio::spawn(output::pump(
+                        out,
+                        Stream::Stdout,
+                        chunk,
+                        raw_tx.clone(),
+                    )));
+                }
+                if let Some(err) = child.stderr.take() {
+                    pumps.push(tokio::spawn(output::pump(
+                        err,
+                        Stream::Stderr,
+                        chunk,
+                        raw_tx.clone(),
+                    )));
+                }
+                child.stdin.take().map(StdinHandle::Pipe)
+            }
+            Some(m) => {
+                pumps.push(tokio::spawn(output::pump(
+                    m.reader,
+                    Stream::Stdout,
+                    chunk,
+                    raw_tx.clone(),
+                )));
+                (spec.stdin == StdinMode::Open).then_some(StdinHandle::Pty(m.writer))
+            }
+        };
+        drop(raw_tx);
+
+        let (tx, events) = mpsc::channel(self.config.channel_capacity.max(1));
+        let cancel = CancellationToken::new();
+        let driver = Driver {
+            child,
+            pid: pid as i32,
+            marker: procs::marker_bytes(marker),
+            raw_rx,
+            pumps,
+            tx,
+            cancel: cancel.clone(),
+            deadline: tokio::time::Instant::now() + spec.timeout,
+            grace: self.config.grace,
+            max_output: spec.max_output,
+        };
+        tokio::spawn(driver.run());
+        Ok(RunHandle {
+            pid,
+            events,
+            cancel,
+            stdin,
+        })
+    }
+}

@@ -1,0 +1,134 @@
+//! Outcomes, deadlines, cancellation and the no-orphans guarantee.
+
+use std::time::{Duration, Instant};
+
+use warden_core::{FailureKind, Outcome};
+use warden_exec::{SpawnError, Stream};
+
+use super::harness::*;
+
+#[tokio::test(flavor = "multi_thread")]
+async fn exit_zero_completes_with_output() {
+    let sup = supervisor(1000);
+    let (chunks, outcome) = finish(start(&sup, &sh("echo hi"))).await;
+    assert_eq!(outcome, Outcome::Completed);
+    assert_eq!(text(&chunks, Stream::Stdout), "hi\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn non_zero_exit_is_an_application_failure() {
+    let sup = supervisor(1000);
+    let (chunks, outcome) = finish(start(&sup, &sh("echo oops >&2; exit 3"))).await;
+    assert_eq!(outcome, Outcome::exit_code(3));
+    assert_eq!(text(&chunks, Stream::Stderr), "oops\n");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn death_by_signal_is_an_application_failure() {
+    let sup = supervisor(1000);
+    let (_, outcome) = finish(start(&sup, &sh("kill -9 $$"))).await;
+    assert_eq!(outcome, Outcome::signal(9));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn unstartable_runs_name_the_cause() {
+    let sup = supervisor(1000);
+    let err = sup
+        .spawn("x", &spec(&["no-such-program-warden"]))
+        .unwrap_err();
+    assert!(matches!(err, SpawnError::ProgramNotFound(_)), "{err}");
+    assert_eq!(
+        err.outcome(),
+        Outcome::Failed(FailureKind::Infrastructure {
+            reason: "program_not_found".into(),
+            detail: Some("program not found: no-such-program-warden".into()),
+        })
+    );
+    let mut bad_cwd = spec(&["true"]);
+    bad_cwd.cwd = "/no/such/dir".into();
+    let err = sup.spawn("x", &bad_cwd).unwrap_err();
+    assert_eq!(err.reason(), "bad_cwd");
+    let err = sup.spawn("x", &spec(&["/etc/passwd"])).unwrap_err();
+    assert_eq!(err.reason(), "permission_denied");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn deadline_kills_a_grandchild_that_ignores_sigterm() {
+    let sup = supervisor(300);
+    let mut s = sh("(trap '' TERM; exec sleep 1000) & echo $!; wait");
+    s.timeout = Duration::from_millis(500);
+    let started = Instant::now();
+    let (chunks, outcome) = finish(start(&sup, &s)).await;
+    assert_eq!(outcome, Outcome::TimedOut);
+    // SIGTERM could not end the grandchild; only the SIGKILL after the grace period did.
+    assert!(
+        started.elapsed() >= Duration::from_millis(800),
+        "{:?}",
+        started.elapsed()
+    );
+    let grandchild = first_pid(&chunks);
+    assert!(
+        !alive(grandchild),
+        "grandchild {grandchild} outlived its run"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn leftovers_of_a_finished_leader_are_killed() {
+    let sup = supervisor(300);
+    let (chunks, outcome) = finish(start(&sup, &sh("sleep 1000 & echo $!"))).await;
+    assert_eq!(outcome, Outcome::Completed);
+    let left = first_pid(&chunks);
+    assert!(!alive(left), "background process {left} outlived its run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn setsid_escapee_dies_when_the_leader_exits() {
+    let sup = supervisor(300);
+    // The escapee prints its pid only after setsid(), then its parent exits,
+    // so it is re-parented to us outside the run's process group.
+    let s = sh("( setsid sh -c 'echo $$; exec sleep 1000' & ) | head -n1");
+    let (chunks, outcome) = finish(start(&sup, &s)).await;
+    assert_eq!(outcome, Outcome::Completed);
+    let escapee = first_pid(&chunks);
+    assert!(!alive(escapee), "setsid escapee {escapee} outlived its run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn setsid_escapee_dies_at_the_deadline() {
+    let sup = supervisor(300);
+    let mut s =
+        sh("setsid sh -c 'echo $$; trap \"\" TERM; exec sleep 1000' | head -n1; sleep 1000");
+    s.timeout = Duration::from_millis(500);
+    let (chunks, outcome) = finish(start(&sup, &s)).await;
+    assert_eq!(outcome, Outcome::TimedOut);
+    let escapee = first_pid(&chunks);
+    assert!(!alive(escapee), "setsid escapee {escapee} outlived its run");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_terminates_the_group() {
+    let sup = supervisor(1000);
+    let run = start(&sup, &sh("echo $$; exec sleep 1000"));
+    let canceller = run.canceller();
+    let mut run = run;
+    let first = run.next().await.unwrap();
+    canceller.cancel();
+    let (_, outcome) = finish(run).await;
+    assert_eq!(outcome, Outcome::Cancelled);
+    let warden_exec::RunEvent::Output(c) = first else {
+        panic!("expected output")
+    };
+    let pid: i32 = String::from_utf8(c.data).unwrap().trim().parse().unwrap();
+    assert!(!alive(pid));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn cancel_after_exit_does_not_rewrite_the_outcome() {
+    let sup = supervisor(1000);
+    let run = start(&sup, &sh("exit 4"));
+    let canceller = run.canceller();
+    let (_, outcome) = finish(run).await;
+    canceller.cancel();
+    assert_eq!(outcome, Outcome::exit_code(4));
+}

@@ -1,0 +1,4 @@
+mod harness;
+mod lifecycle;
+mod limits;
+mod stdio;
