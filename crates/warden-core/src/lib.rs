@@ -11,5 +11,5 @@ pub mod time;
 pub use error::CoreError;
 pub use id::RunId;
 pub use outcome::{FailureKind, Outcome};
-pub use run::{RunLimits, RunSpec, RunState, StdinMode, Terminal};
+pub use run::{RunLimits, RunRecord, RunSpec, RunState, StdinMode, Terminal};
 pub use time::Timestamp;

@@ -353,3 +353,43 @@ mod tests {
         }
     }
 }
+
+/// What the store knows about a run: its request, where it is, and how it ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// The run's id.
+    pub id: crate::RunId,
+    /// The validated request.
+    pub spec: RunSpec,
+    /// Where it is in its life.
+    pub state: RunState,
+    /// How it ended, once it has.
+    pub outcome: Option<Outcome>,
+    /// The leader's pid (also its process group id), once spawned.
+    pub pid: Option<u32>,
+    /// When the run was recorded.
+    pub created_at: crate::Timestamp,
+    /// When the process was spawned.
+    pub started_at: Option<crate::Timestamp>,
+    /// When the last process of the run was gone.
+    pub finished_at: Option<crate::Timestamp>,
+    /// Output bytes kept so far.
+    pub output_bytes: u64,
+}
+
+impl RunRecord {
+    /// A new record in `starting` state.
+    pub fn new(spec: RunSpec) -> Self {
+        Self {
+            id: crate::RunId::new(),
+            spec,
+            state: RunState::Starting,
+            outcome: None,
+            pid: None,
+            created_at: crate::Timestamp::now(),
+            started_at: None,
+            finished_at: None,
+            output_bytes: 0,
+        }
+    }
+}

@@ -1,1 +1,20 @@
-//! stub
+//! warden's durable store on SQLite.
+//!
+//! One writer thread owns the only read-write connection and commits
+//! concurrent writes together (group commit); a write's future resolves only
+//! after its transaction is durable (`synchronous=FULL` in WAL mode). Readers
+//! use their own connections and never wait for the writer.
+#![forbid(unsafe_code)]
+
+mod audit;
+mod error;
+mod events;
+mod runs;
+mod schema;
+mod store;
+mod writer;
+
+pub use audit::AuditEntry;
+pub use error::StoreError;
+pub use events::EventRecord;
+pub use store::{CommitMode, Store};

@@ -1,0 +1,85 @@
+//! Versioned schema migrations, applied in order at open. The version lives
+//! in SQLite's `user_version`; a migration is never edited once released.
+
+use rusqlite::Connection;
+
+use crate::StoreError;
+
+/// Each entry moves the schema from version `index` to `index + 1`.
+const MIGRATIONS: &[&str] = &[
+    // 1: runs, output chunks, the event log and the audit chain.
+    r#"
+    CREATE TABLE runs (
+        id           TEXT PRIMARY KEY,
+        spec         TEXT NOT NULL,
+        state        TEXT NOT NULL,
+        outcome      TEXT,
+        pid          INTEGER,
+        created_at   INTEGER NOT NULL,
+        started_at   INTEGER,
+        finished_at  INTEGER,
+        output_bytes INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX runs_state ON runs(state);
+
+    CREATE TABLE output_chunks (
+        run_id TEXT NOT NULL REFERENCES runs(id),
+        seq    INTEGER NOT NULL,
+        stream TEXT NOT NULL,
+        data   BLOB NOT NULL,
+        PRIMARY KEY (run_id, seq)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE events (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        entity_kind TEXT NOT NULL,
+        entity_id   TEXT NOT NULL,
+        kind        TEXT NOT NULL,
+        body        TEXT NOT NULL,
+        ts          INTEGER NOT NULL
+    );
+    CREATE INDEX events_entity ON events(entity_kind, entity_id, seq);
+    CREATE TRIGGER events_no_update BEFORE UPDATE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+    CREATE TRIGGER events_no_delete BEFORE DELETE ON events
+        BEGIN SELECT RAISE(ABORT, 'the event log is append-only'); END;
+
+    CREATE TABLE audit (
+        seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+        ts        INTEGER NOT NULL,
+        actor     TEXT NOT NULL,
+        action    TEXT NOT NULL,
+        subject   TEXT NOT NULL,
+        detail    TEXT NOT NULL,
+        prev_hash TEXT NOT NULL,
+        hash      TEXT NOT NULL
+    );
+    CREATE TRIGGER audit_no_update BEFORE UPDATE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+    CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
+        BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+    "#,
+];
+
+/// The schema version this build writes.
+pub(crate) const CURRENT: u32 = MIGRATIONS.len() as u32;
+
+/// Brings `conn` up to [`CURRENT`]; refuses a database from a newer build.
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
+    let have: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    if have > CURRENT {
+        return Err(StoreError::Open {
+            path: conn.path().unwrap_or("?").to_owned(),
+            why: format!(
+                "schema version {have} is newer than this build's {CURRENT}; upgrade warden"
+            ),
+        });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(have as usize) {
+        let tx = conn.transaction()?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", i as u32 + 1)?;
+        tx.commit()?;
+    }
+    Ok(())
+}
