@@ -112,6 +112,21 @@ impl Supervisor {
         &self.config
     }
 
+    /// Checks, without spawning, that `spec`'s working directory is usable
+    /// and its program resolves; lets callers refuse bad input up front.
+    pub fn preflight(&self, spec: &RunSpec) -> Result<std::path::PathBuf, SpawnError> {
+        let Some(argv0) = spec.argv.first() else {
+            return Err(SpawnError::ProgramNotFound(String::new()));
+        };
+        resolve::check_cwd(&spec.cwd)?;
+        let env = env::build(&self.config.env_allow, &spec.env, spec.terminal, "");
+        resolve::program(
+            argv0,
+            &spec.cwd,
+            env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_os_str()),
+        )
+    }
+
     /// Starts `spec` (already validated) with `marker` (the run id) in its
     /// environment. Must be called inside a tokio runtime.
     pub fn spawn(&self, marker: &str, spec: &RunSpec) -> Result<RunHandle, SpawnError> {

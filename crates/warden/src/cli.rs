@@ -1,0 +1,117 @@
+//! Command-line definitions.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// warden: runs agent work as bounded, supervised processes and tells the
+/// truth about what happened.
+#[derive(Debug, Parser)]
+#[command(name = "warden", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the daemon: HTTP API on 127.0.0.1:8122 with the embedded store.
+    Serve(ServeArgs),
+    /// Run one command under the supervisor and report its outcome.
+    #[command(after_help = EXIT_CODES)]
+    Run(RunArgs),
+}
+
+/// Exit codes of `warden run`, also in the README.
+pub const EXIT_CODES: &str = "\
+Exit codes:
+  0        completed (the program exited 0)
+  1-255    failed: the program's own exit code (128+N if killed by signal N)
+  123      output_limit: output passed --max-output; the process group was killed
+  124      timed_out: the deadline passed; the process group was terminated
+  125      failed to run: the program could not be started (see the message)
+  130      cancelled (Ctrl-C or SIGTERM to warden)";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address to listen on [default: 127.0.0.1:8122]. A non-loopback address
+    /// needs operator auth (operator_token or WARDEN_OPERATOR_TOKEN).
+    #[arg(long, env = "WARDEN_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Data directory [default: ./.warden].
+    #[arg(long, env = "WARDEN_HOME")]
+    pub home: Option<PathBuf>,
+    /// Config file [default: $WARDEN_HOME/warden.toml, then ./warden.toml, if present].
+    #[arg(long, env = "WARDEN_CONFIG")]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Deadline in seconds (fractions allowed) [default: 3600].
+    #[arg(long, value_name = "S")]
+    pub timeout: Option<f64>,
+    /// Output cap in bytes; K, M and G suffixes are accepted [default: 64M].
+    #[arg(long, value_name = "BYTES", value_parser = parse_bytes)]
+    pub max_output: Option<u64>,
+    /// Run on a pseudo-terminal (for programs that check isatty).
+    #[arg(long)]
+    pub pty: bool,
+    /// Forward warden's stdin to the program (closed otherwise).
+    #[arg(long)]
+    pub stdin: bool,
+    /// Working directory [default: the current directory].
+    #[arg(long, value_name = "DIR")]
+    pub cwd: Option<PathBuf>,
+    /// Extra environment for the program, NAME=VALUE (repeatable).
+    #[arg(long = "env", value_name = "NAME=VALUE", value_parser = parse_env)]
+    pub env: Vec<(String, String)>,
+    /// Seconds between SIGTERM and SIGKILL [default: 5].
+    #[arg(long, value_name = "S")]
+    pub grace: Option<f64>,
+    /// Print newline-delimited JSON events (output chunks, then the outcome) on stdout.
+    #[arg(long)]
+    pub json: bool,
+    /// The program and its arguments.
+    #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
+    pub argv: Vec<String>,
+}
+
+/// Parses `1048576`, `64K`, `64M`, `1G` (binary multiples).
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let (digits, mult) = match s.char_indices().last() {
+        Some((i, 'K' | 'k')) => (&s[..i], 1u64 << 10),
+        Some((i, 'M' | 'm')) => (&s[..i], 1 << 20),
+        Some((i, 'G' | 'g')) => (&s[..i], 1 << 30),
+        _ => (s, 1),
+    };
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a byte count (e.g. 1048576, 64K, 64M, 1G)"))?;
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+fn parse_env(s: &str) -> Result<(String, String), String> {
+    match s.split_once('=') {
+        Some((k, v)) if !k.is_empty() => Ok((k.to_owned(), v.to_owned())),
+        _ => Err(format!("{s:?} is not NAME=VALUE")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn byte_counts_parse_with_suffixes() {
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert_eq!(parse_bytes("64K"), Ok(64 << 10));
+        assert_eq!(parse_bytes("2g"), Ok(2 << 30));
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("lots").is_err());
+        assert!(parse_bytes("99999999999999G").is_err());
+    }
+}

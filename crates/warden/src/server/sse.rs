@@ -1,0 +1,138 @@
+//! `GET /api/v1/runs/{id}/events`: the run's events as Server-Sent Events.
+//! Each event's `id:` is its global sequence; a client that reconnects with
+//! `Last-Event-ID` receives every later event exactly once. The stream reads
+//! the durable log, so what a client sees has been saved.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use base64::Engine;
+use futures_util::Stream;
+use serde::Deserialize;
+use serde_json::json;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use warden_store::EventRecord;
+
+use super::runs_api::parse_id;
+use super::{ApiError, AppState};
+
+const PAGE: u32 = 256;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Resume {
+    /// Same as `Last-Event-ID`, for clients that cannot set headers.
+    after: Option<u64>,
+}
+
+pub async fn run_events(
+    State(state): State<AppState>,
+    Path(id): Path<String>,
+    Query(resume): Query<Resume>,
+    headers: HeaderMap,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let id = parse_id(&id)?;
+    let after = match headers.get("last-event-id") {
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                ApiError::field(
+                    "Last-Event-ID",
+                    "must be an event id (a non-negative integer)",
+                )
+            })?,
+        None => resume.after.unwrap_or(0),
+    };
+    let run = state.store.get_run(id).await?;
+    let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(32);
+    tokio::spawn(async move {
+        let mut committed = state.store.committed();
+        let mut after = after;
+        let mut ended = run.state.is_terminal();
+        loop {
+            committed.borrow_and_update();
+            let batch = match state
+                .store
+                .events_for("run", id.to_string(), after, PAGE)
+                .await
+            {
+                Ok(b) => b,
+                Err(e) => {
+                    let _ = tx.send(Ok(error_event(&e.to_string()))).await;
+                    return;
+                }
+            };
+            let full = batch.len() == PAGE as usize;
+            let empty = batch.is_empty();
+            for ev in batch {
+                after = ev.seq;
+                let last = ev.kind == "run.finished";
+                if tx.send(Ok(render(&ev))).await.is_err() {
+                    return;
+                }
+                if last {
+                    return;
+                }
+            }
+            // Already over, and the client has everything up to its end.
+            if empty && ended {
+                return;
+            }
+            if full {
+                continue;
+            }
+            tokio::select! {
+                changed = committed.changed() => if changed.is_err() { return },
+                () = state.shutdown.cancelled() => return,
+                () = tx.closed() => return,
+            }
+            ended = ended
+                || state
+                    .store
+                    .get_run(id)
+                    .await
+                    .map(|r| r.state.is_terminal())
+                    .unwrap_or(true);
+        }
+    });
+    Ok(Sse::new(ReceiverStream::new(rx))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+/// One SSE event: `id` = sequence, `event` = kind, `data` = JSON.
+fn render(ev: &EventRecord) -> Event {
+    let mut data = json!({ "seq": ev.seq, "run_id": ev.entity_id, "kind": ev.kind, "ts": ev.ts });
+    if let serde_json::Value::Object(body) = &ev.body {
+        for (k, v) in body {
+            data[k] = v.clone();
+        }
+    }
+    if let Some(bytes) = &ev.data {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => data["text"] = json!(text),
+            Err(_) => {
+                data["base64"] = json!(base64::engine::general_purpose::STANDARD.encode(bytes))
+            }
+        }
+    }
+    match Event::default()
+        .id(ev.seq.to_string())
+        .event(&ev.kind)
+        .json_data(&data)
+    {
+        Ok(e) => e,
+        Err(e) => error_event(&e.to_string()),
+    }
+}
+
+fn error_event(msg: &str) -> Event {
+    Event::default()
+        .event("error")
+        .data(json!({ "message": msg }).to_string())
+}

@@ -1,0 +1,151 @@
+//! Starts the real binary on port 0 with a temp WARDEN_HOME and a cleared
+//! environment, and talks HTTP to it. Waits have deadlines; nothing sleeps
+//! a fixed time.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_warden");
+
+/// A `warden` command with only PATH and HOME in its environment.
+pub fn warden(dir: &Path) -> Command {
+    let mut c = Command::new(BIN);
+    c.env_clear()
+        .env(
+            "PATH",
+            std::env::var_os("PATH").unwrap_or_else(|| "/usr/bin:/bin".into()),
+        )
+        .env("HOME", dir)
+        .current_dir(dir);
+    c
+}
+
+/// A running `warden serve`, killed when dropped.
+pub struct Server {
+    pub child: Child,
+    pub base: String,
+    pub client: reqwest::Client,
+}
+
+impl Server {
+    /// Starts a server whose data lives in `dir/.warden`.
+    pub fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[])
+    }
+
+    pub fn start_with(dir: &Path, env: &[(&str, &str)]) -> Self {
+        let log = std::fs::File::create(
+            dir.join(format!("serve-{}.log", Instant::now().elapsed().as_nanos())),
+        )
+        .unwrap();
+        let mut cmd = warden(dir);
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .env("WARDEN_HOME", dir.join(".warden"))
+            .envs(env.iter().copied())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(log);
+        let mut child = cmd.spawn().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut line = String::new();
+            let _ = BufReader::new(stdout).read_line(&mut line);
+            let _ = tx.send(line);
+        });
+        let line = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server did not report its address in 30 s");
+        let base = line
+            .trim()
+            .strip_prefix("warden listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+            .to_owned();
+        Self {
+            child,
+            base,
+            client: reqwest::Client::new(),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, path: &str) -> (u16, Value) {
+        let r = self.client.get(self.url(path)).send().await.unwrap();
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Starts a run and returns its JSON (asserting 201).
+    pub async fn start_run(&self, body: Value) -> Value {
+        let (status, run) = self.post("/api/v1/runs", body).await;
+        assert_eq!(status, 201, "{run}");
+        run
+    }
+
+    /// Polls the run until it has ended, for at most `limit`.
+    pub async fn wait_ended(&self, id: &str, limit: Duration) -> Value {
+        let deadline = Instant::now() + limit;
+        loop {
+            let (_, run) = self.get(&format!("/api/v1/runs/{id}")).await;
+            if !matches!(run["state"].as_str(), Some("starting" | "running")) {
+                return run;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "run {id} still {} after {limit:?}",
+                run["state"]
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Whether a live (non-zombie) process has this pid.
+pub fn alive(pid: i64) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(s) => s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) != Some('Z'),
+        Err(_) => false,
+    }
+}
+
+/// Waits until `pid` is gone (or a zombie), for at most `limit`.
+pub async fn wait_gone(pid: i64, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while alive(pid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    true
+}

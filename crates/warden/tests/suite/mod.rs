@@ -1,0 +1,6 @@
+mod api;
+mod cli;
+mod harness;
+mod memory;
+mod restart;
+mod sse;
