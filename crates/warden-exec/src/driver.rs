@@ -1,16 +1,21 @@
 //! The task that watches one run until every process of it is gone.
+//!
+//! One task per run does everything: waits for the leader, reads both output
+//! streams, enforces deadline, cancel and output cap, and escalates kills.
+//! Keeping it in one task (no reader tasks, no internal channel) keeps the
+//! per-run cost close to a bare spawn+wait.
 
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
 use nix::sys::signal::Signal;
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::sync::mpsc;
-use tokio::task::JoinHandle;
 use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tokio_util::sync::CancellationToken;
 use warden_core::Outcome;
 
-use crate::output::{OutputChunk, Raw};
+use crate::output::{OutputChunk, Stream};
 use crate::procs;
 use crate::supervisor::RunEvent;
 
@@ -25,131 +30,54 @@ enum Kill {
     Killed,
 }
 
-pub(crate) struct Driver {
-    pub(crate) child: tokio::process::Child,
-    pub(crate) pid: i32,
-    pub(crate) marker: Vec<u8>,
-    pub(crate) raw_rx: mpsc::Receiver<Raw>,
-    pub(crate) pumps: Vec<JoinHandle<()>>,
-    pub(crate) tx: mpsc::Sender<RunEvent>,
-    pub(crate) cancel: CancellationToken,
-    pub(crate) deadline: Instant,
-    pub(crate) grace: Duration,
-    pub(crate) max_output: u64,
+/// One output stream being read.
+pub(crate) struct Source {
+    pub(crate) stream: Stream,
+    pub(crate) reader: Box<dyn AsyncRead + Unpin + Send>,
+    pub(crate) buf: Vec<u8>,
 }
 
-impl Driver {
-    pub(crate) async fn run(mut self) {
-        let mut exit: Option<Outcome> = None;
-        let mut cause: Option<Outcome> = None;
-        let mut kill = Kill::Idle;
-        let mut pending: Option<RunEvent> = None;
-        let mut readers_open = true;
-        let mut over_cap = false;
-        let mut seq = 0u64;
-        let mut total = 0u64;
-        let mut gone_since: Option<Instant> = None;
-        let mut tick = interval(TICK);
-        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
-        let deadline = sleep_until(self.deadline);
-        tokio::pin!(deadline);
-
-        loop {
-            let ticking = exit.is_some() || kill != Kill::Idle;
-            tokio::select! {
-                biased;
-                status = self.child.wait(), if exit.is_none() => {
-                    procs::leaders().remove(&self.pid);
-                    exit = Some(match status {
-                        Ok(s) => match (s.code(), s.signal()) {
-                            (Some(code), _) => Outcome::exit_code(code),
-                            (None, Some(sig)) => Outcome::signal(sig),
-                            (None, None) => Outcome::infrastructure("wait_failed", Some(format!("unrecognised exit status {s}"))),
-                        },
-                        Err(e) => Outcome::infrastructure("wait_failed", Some(e.to_string())),
-                    });
-                }
-                () = &mut deadline, if exit.is_none() && cause.is_none() => {
-                    cause = Some(Outcome::TimedOut);
-                    kill = self.terminate(kill, true);
-                }
-                () = self.cancel.cancelled(), if exit.is_none() && cause.is_none() => {
-                    cause = Some(Outcome::Cancelled);
-                    kill = self.terminate(kill, true);
-                }
-                permit = self.tx.reserve(), if pending.is_some() => {
-                    match permit {
-                        Ok(p) => { if let Some(ev) = pending.take() { p.send(ev); } }
-                        // Nobody listens any more; the run is still watched to its end.
-                        Err(_) => pending = None,
-                    }
-                }
-                raw = self.raw_rx.recv(), if pending.is_none() && readers_open => {
-                    match raw {
-                        None => readers_open = false,
-                        Some((_, _)) if over_cap => {}
-                        Some((stream, mut data)) => {
-                            let room = self.max_output.saturating_sub(total);
-                            if data.len() as u64 > room {
-                                data.truncate(usize::try_from(room).unwrap_or(usize::MAX));
-                                over_cap = true;
-                            }
-                            total += data.len() as u64;
-                            if !data.is_empty() {
-                                pending = Some(RunEvent::Output(OutputChunk { seq, stream, data }));
-                                seq += 1;
-                            }
-                            if over_cap {
-                                if cause.is_none() {
-                                    cause = Some(Outcome::OutputLimit);
-                                }
-                                kill = self.kill_now(exit.is_none());
-                            }
-                        }
-                    }
-                }
-                _ = tick.tick(), if ticking => {
-                    kill = self.escalate(kill, exit.is_none());
-                }
-            }
-
-            if let Some(ref _status) = exit {
-                if gone_since.is_none() {
-                    let members = procs::members(None, &self.marker);
-                    if procs::group_alive(self.pid) || !members.is_empty() {
-                        if kill == Kill::Idle {
-                            // The leader is done; whatever it left behind is not.
-                            kill = self.terminate(kill, false);
-                        }
-                    } else {
-                        gone_since = Some(Instant::now());
-                    }
-                }
-                if let Some(since) = gone_since {
-                    if !readers_open && pending.is_none() {
-                        break;
-                    }
-                    if since.elapsed() > self.grace && pending.is_none() {
-                        tracing::warn!(
-                            pid = self.pid,
-                            "output still held open by an untracked process; abandoning it"
-                        );
-                        break;
-                    }
-                }
-            }
+impl Source {
+    pub(crate) fn new(
+        stream: Stream,
+        reader: impl AsyncRead + Unpin + Send + 'static,
+        chunk: usize,
+    ) -> Self {
+        Self {
+            stream,
+            reader: Box::new(reader),
+            buf: vec![0; chunk],
         }
-        for p in &self.pumps {
-            p.abort();
-        }
-        let outcome = match (cause, exit) {
-            (Some(c), _) => c,
-            (None, Some(e)) => e,
-            (None, None) => Outcome::infrastructure("wait_failed", None),
-        };
-        let _ = self.tx.send(RunEvent::Finished(outcome)).await;
     }
+}
 
+/// Reads once from `source`; end of file, EIO (a PTY whose last slave
+/// closed) and errors all mean the stream is over.
+async fn read_some(source: &mut Option<Source>) -> Option<(Stream, Vec<u8>)> {
+    let s = source.as_mut()?;
+    loop {
+        match s.reader.read(&mut s.buf).await {
+            Ok(0) => return None,
+            Ok(n) => return Some((s.stream, s.buf[..n].to_vec())),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => {
+                if e.raw_os_error() != Some(nix::libc::EIO) {
+                    tracing::warn!(stream = s.stream.as_str(), error = %e, "output read failed");
+                }
+                return None;
+            }
+        }
+    }
+}
+
+/// The run's identity for signalling: its group and marker.
+struct Group {
+    pid: i32,
+    marker: Vec<u8>,
+    grace: Duration,
+}
+
+impl Group {
     /// SIGTERM to the group and every escaped member; SIGKILL follows after the grace period.
     fn terminate(&self, kill: Kill, leader_alive: bool) -> Kill {
         if kill != Kill::Idle {
@@ -177,5 +105,144 @@ impl Driver {
             Kill::Killed => self.kill_now(leader_alive),
             other => other,
         }
+    }
+
+    /// Whether nothing of the run is left (reaping adopted zombies on the way).
+    fn gone(&self) -> bool {
+        procs::members(None, &self.marker).is_empty() && !procs::group_alive(self.pid)
+    }
+}
+
+pub(crate) struct Driver {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) pid: i32,
+    pub(crate) marker: Vec<u8>,
+    pub(crate) sources: [Option<Source>; 2],
+    pub(crate) tx: mpsc::Sender<RunEvent>,
+    pub(crate) cancel: CancellationToken,
+    pub(crate) deadline: Instant,
+    pub(crate) grace: Duration,
+    pub(crate) max_output: u64,
+}
+
+impl Driver {
+    pub(crate) async fn run(self) {
+        let Driver {
+            mut child,
+            pid,
+            marker,
+            sources,
+            tx,
+            cancel,
+            deadline,
+            grace,
+            max_output,
+        } = self;
+        let group = Group { pid, marker, grace };
+        let [mut out, mut err] = sources;
+        let mut exit: Option<Outcome> = None;
+        let mut cause: Option<Outcome> = None;
+        let mut kill = Kill::Idle;
+        let mut pending: Option<RunEvent> = None;
+        let mut over_cap = false;
+        let mut seq = 0u64;
+        let mut total = 0u64;
+        let mut gone_since: Option<Instant> = None;
+        let mut tick = interval(TICK);
+        tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
+        let deadline = sleep_until(deadline);
+        tokio::pin!(deadline);
+
+        loop {
+            let ticking = exit.is_some() || kill != Kill::Idle;
+            let mut read = None;
+            tokio::select! {
+                biased;
+                status = child.wait(), if exit.is_none() => {
+                    procs::leaders().remove(&pid);
+                    exit = Some(match status {
+                        Ok(s) => match (s.code(), s.signal()) {
+                            (Some(code), _) => Outcome::exit_code(code),
+                            (None, Some(sig)) => Outcome::signal(sig),
+                            (None, None) => Outcome::infrastructure("wait_failed", Some(format!("unrecognised exit status {s}"))),
+                        },
+                        Err(e) => Outcome::infrastructure("wait_failed", Some(e.to_string())),
+                    });
+                }
+                () = &mut deadline, if exit.is_none() && cause.is_none() => {
+                    cause = Some(Outcome::TimedOut);
+                    kill = group.terminate(kill, true);
+                }
+                () = cancel.cancelled(), if exit.is_none() && cause.is_none() => {
+                    cause = Some(Outcome::Cancelled);
+                    kill = group.terminate(kill, true);
+                }
+                permit = tx.reserve(), if pending.is_some() => {
+                    match permit {
+                        Ok(p) => { if let Some(ev) = pending.take() { p.send(ev); } }
+                        // Nobody listens any more; the run is still watched to its end.
+                        Err(_) => pending = None,
+                    }
+                }
+                r = read_some(&mut out), if pending.is_none() && out.is_some() => {
+                    if r.is_none() { out = None; }
+                    read = r;
+                }
+                r = read_some(&mut err), if pending.is_none() && err.is_some() => {
+                    if r.is_none() { err = None; }
+                    read = r;
+                }
+                _ = tick.tick(), if ticking => {
+                    kill = group.escalate(kill, exit.is_none());
+                }
+            }
+
+            if let Some((stream, mut data)) = read.filter(|_| !over_cap) {
+                let room = max_output.saturating_sub(total);
+                if data.len() as u64 > room {
+                    data.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+                    over_cap = true;
+                }
+                total += data.len() as u64;
+                if !data.is_empty() {
+                    pending = Some(RunEvent::Output(OutputChunk { seq, stream, data }));
+                    seq += 1;
+                }
+                if over_cap {
+                    cause.get_or_insert(Outcome::OutputLimit);
+                    kill = group.kill_now(exit.is_none());
+                }
+            }
+
+            if exit.is_some() {
+                if gone_since.is_none() {
+                    if group.gone() {
+                        gone_since = Some(Instant::now());
+                    } else if kill == Kill::Idle {
+                        // The leader is done; whatever it left behind is not.
+                        kill = group.terminate(kill, false);
+                    }
+                }
+                if let Some(since) = gone_since {
+                    let readers_open = out.is_some() || err.is_some();
+                    if !readers_open && pending.is_none() {
+                        break;
+                    }
+                    if since.elapsed() > grace && pending.is_none() {
+                        tracing::warn!(
+                            pid,
+                            "output still held open by an untracked process; abandoning it"
+                        );
+                        break;
+                    }
+                }
+            }
+        }
+        let outcome = match (cause, exit) {
+            (Some(c), _) => c,
+            (None, Some(e)) => e,
+            (None, None) => Outcome::infrastructure("wait_failed", None),
+        };
+        let _ = tx.send(RunEvent::Finished(outcome)).await;
     }
 }

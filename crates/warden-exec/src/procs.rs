@@ -42,6 +42,20 @@ pub(crate) fn signal_all(pgid: i32, members: &[i32], sig: Signal) {
     }
 }
 
+/// Children of this process that were adopted as orphans. The kernel hands
+/// an orphan to the first live thread of the subreaper's thread group, which
+/// is the main thread while it lives, so only its list needs reading.
+fn adopted_children() -> Vec<i32> {
+    let me = std::process::id();
+    match std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+        Ok(s) => s
+            .split_ascii_whitespace()
+            .filter_map(|t| t.parse().ok())
+            .collect(),
+        Err(_) => children_of(me as i32),
+    }
+}
+
 fn children_of(pid: i32) -> Vec<i32> {
     let mut out = Vec::new();
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
@@ -85,7 +99,7 @@ pub(crate) fn members(leader: Option<i32>, marker: &[u8]) -> Vec<i32> {
     let mut roots: Vec<i32> = leader.into_iter().collect();
     {
         let leaders = leaders();
-        for child in children_of(std::process::id() as i32) {
+        for child in adopted_children() {
             if leaders.contains(&child) {
                 continue;
             }

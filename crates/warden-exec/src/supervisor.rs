@@ -10,8 +10,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use warden_core::{Outcome, RunSpec, StdinMode, Terminal};
 
-use crate::driver::Driver;
-use crate::output::{self, OutputChunk, Stream};
+use crate::driver::{Driver, Source};
+use crate::output::{OutputChunk, Stream};
 use crate::{SpawnError, StdinHandle, env, procs, pty, resolve};
 
 /// Settings shared by every run of one supervisor.
@@ -179,40 +179,27 @@ impl Supervisor {
         drop(cmd);
         let pid = child.id().unwrap_or(0);
 
-        let (raw_tx, raw_rx) = mpsc::channel(8);
         let chunk = self.config.chunk_size.max(1);
-        let mut pumps = Vec::new();
-        let stdin = match master {
+        let (sources, stdin) = match master {
             None => {
-                if let Some(out) = child.stdout.take() {
-                    pumps.push(tokio::spawn(output::pump(
-                        out,
-                        Stream::Stdout,
-                        chunk,
-                        raw_tx.clone(),
-                    )));
-                }
-                if let Some(err) = child.stderr.take() {
-                    pumps.push(tokio::spawn(output::pump(
-                        err,
-                        Stream::Stderr,
-                        chunk,
-                        raw_tx.clone(),
-                    )));
-                }
-                child.stdin.take().map(StdinHandle::Pipe)
+                let out = child
+                    .stdout
+                    .take()
+                    .map(|o| Source::new(Stream::Stdout, o, chunk));
+                let err = child
+                    .stderr
+                    .take()
+                    .map(|e| Source::new(Stream::Stderr, e, chunk));
+                ([out, err], child.stdin.take().map(StdinHandle::Pipe))
             }
             Some(m) => {
-                pumps.push(tokio::spawn(output::pump(
-                    m.reader,
-                    Stream::Stdout,
-                    chunk,
-                    raw_tx.clone(),
-                )));
-                (spec.stdin == StdinMode::Open).then_some(StdinHandle::Pty(m.writer))
+                let stdin = (spec.stdin == StdinMode::Open).then_some(StdinHandle::Pty(m.writer));
+                (
+                    [Some(Source::new(Stream::Stdout, m.reader, chunk)), None],
+                    stdin,
+                )
             }
         };
-        drop(raw_tx);
 
         let (tx, events) = mpsc::channel(self.config.channel_capacity.max(1));
         let cancel = CancellationToken::new();
@@ -220,8 +207,7 @@ impl Supervisor {
             child,
             pid: pid as i32,
             marker: procs::marker_bytes(marker),
-            raw_rx,
-            pumps,
+            sources,
             tx,
             cancel: cancel.clone(),
             deadline: tokio::time::Instant::now() + spec.timeout,

@@ -79,13 +79,13 @@ pub(crate) fn append(
     let ts = Timestamp::now().as_millis();
     let detail = detail.to_string();
     let hash = digest(seq, ts, actor, action, subject, &detail, &prev);
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO audit (seq, ts, actor, action, subject, detail, prev_hash, hash)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        params![
-            seq as i64, ts as i64, actor, action, subject, detail, prev, hash
-        ],
-    )?;
+    )?
+    .execute(params![
+        seq as i64, ts as i64, actor, action, subject, detail, prev, hash
+    ])?;
     Ok(seq)
 }
 

@@ -35,16 +35,16 @@ pub(crate) fn append(
     kind: &str,
     body: &serde_json::Value,
 ) -> Result<u64, StoreError> {
-    conn.execute(
+    conn.prepare_cached(
         "INSERT INTO events (entity_kind, entity_id, kind, body, ts) VALUES (?1, ?2, ?3, ?4, ?5)",
-        params![
-            entity_kind,
-            entity_id,
-            kind,
-            body.to_string(),
-            Timestamp::now().as_millis() as i64
-        ],
-    )?;
+    )?
+    .execute(params![
+        entity_kind,
+        entity_id,
+        kind,
+        body.to_string(),
+        Timestamp::now().as_millis() as i64
+    ])?;
     Ok(conn.last_insert_rowid() as u64)
 }
 

@@ -69,27 +69,30 @@ fn load(conn: &Connection, id: &str) -> Result<RunRecord, StoreError> {
     decode(raw)
 }
 
-fn set_state(conn: &Connection, id: &str, state: RunState) -> Result<(), StoreError> {
-    conn.execute(
-        "UPDATE runs SET state = ?2 WHERE id = ?1",
-        params![id, state.as_str()],
-    )?;
-    Ok(())
+/// The current state alone: what a transition needs to check.
+fn state_of(conn: &Connection, id: &str) -> Result<RunState, StoreError> {
+    let state: String = conn
+        .prepare_cached("SELECT state FROM runs WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound {
+            kind: "run",
+            id: id.to_owned(),
+        })?;
+    Ok(state.parse()?)
 }
 
-fn finish_in(conn: &Connection, id: &str, outcome: &Outcome) -> Result<RunRecord, StoreError> {
-    let run = load(conn, id)?;
-    let state = run.state.finish(outcome)?;
-    let now = Timestamp::now();
-    conn.execute(
+fn finish_in(conn: &Connection, id: &str, outcome: &Outcome) -> Result<RunState, StoreError> {
+    let state = state_of(conn, id)?.finish(outcome)?;
+    conn.prepare_cached(
         "UPDATE runs SET state = ?2, outcome = ?3, finished_at = ?4 WHERE id = ?1",
-        params![
-            id,
-            state.as_str(),
-            serde_json::to_string(outcome)?,
-            now.as_millis() as i64
-        ],
-    )?;
+    )?
+    .execute(params![
+        id,
+        state.as_str(),
+        serde_json::to_string(outcome)?,
+        Timestamp::now().as_millis() as i64
+    ])?;
     events::append(
         conn,
         "run",
@@ -97,7 +100,7 @@ fn finish_in(conn: &Connection, id: &str, outcome: &Outcome) -> Result<RunRecord
         "run.finished",
         &json!({ "state": state, "outcome": outcome }),
     )?;
-    load(conn, id)
+    Ok(state)
 }
 
 impl Store {
@@ -106,10 +109,15 @@ impl Store {
         let actor = actor.to_owned();
         self.write(move |c| {
             let id = run.id.to_string();
-            c.execute(
-                &format!("INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, NULL, NULL, ?4, NULL, NULL, 0)"),
-                params![id, serde_json::to_string(&run.spec)?, run.state.as_str(), run.created_at.as_millis() as i64],
-            )?;
+            c.prepare_cached(&format!(
+                "INSERT INTO runs ({COLUMNS}) VALUES (?1, ?2, ?3, NULL, NULL, ?4, NULL, NULL, 0)"
+            ))?
+            .execute(params![
+                id,
+                serde_json::to_string(&run.spec)?,
+                run.state.as_str(),
+                run.created_at.as_millis() as i64
+            ])?;
             let body = json!({ "argv": run.spec.argv, "cwd": run.spec.cwd });
             events::append(c, "run", &id, "run.created", &body)?;
             audit::append(c, &actor, "run.create", &id, &body)?;
@@ -122,13 +130,16 @@ impl Store {
     pub async fn mark_started(&self, id: RunId, pid: u32) -> Result<(), StoreError> {
         self.write(move |c| {
             let id = id.to_string();
-            let run = load(c, &id)?;
-            let state = run.state.start()?;
-            set_state(c, &id, state)?;
-            c.execute(
-                "UPDATE runs SET pid = ?2, started_at = ?3 WHERE id = ?1",
-                params![id, pid, Timestamp::now().as_millis() as i64],
-            )?;
+            let state = state_of(c, &id)?.start()?;
+            c.prepare_cached(
+                "UPDATE runs SET state = ?2, pid = ?3, started_at = ?4 WHERE id = ?1",
+            )?
+            .execute(params![
+                id,
+                state.as_str(),
+                pid,
+                Timestamp::now().as_millis() as i64
+            ])?;
             events::append(c, "run", &id, "run.started", &json!({ "pid": pid }))?;
             Ok(())
         })
@@ -165,8 +176,9 @@ impl Store {
         .await
     }
 
-    /// Ends a live run with `outcome`; refuses to end an ended run.
-    pub async fn finish_run(&self, id: RunId, outcome: Outcome) -> Result<RunRecord, StoreError> {
+    /// Ends a live run with `outcome` and returns its new state; refuses to
+    /// end an ended run.
+    pub async fn finish_run(&self, id: RunId, outcome: Outcome) -> Result<RunState, StoreError> {
         self.write(move |c| finish_in(c, &id.to_string(), &outcome))
             .await
     }

@@ -32,6 +32,7 @@ struct Inner {
     readers: Mutex<Vec<Connection>>,
     committed: watch::Receiver<u64>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
+    counters: Arc<writer::Counters>,
 }
 
 impl std::fmt::Debug for Store {
@@ -59,17 +60,21 @@ impl Store {
         }
         // FULL: a commit is on disk before the writer acknowledges it.
         conn.execute_batch(
-            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000;",
+            "PRAGMA synchronous=FULL; PRAGMA foreign_keys=ON; PRAGMA busy_timeout=5000; PRAGMA temp_store=MEMORY;",
         )?;
         schema::migrate(&mut conn)?;
         let last: i64 =
             conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM events", [], |r| r.get(0))?;
 
+        let counters = Arc::new(writer::Counters::default());
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let (committed_tx, committed) = watch::channel(last.max(0) as u64);
         let writer = std::thread::Builder::new()
             .name("warden-store-writer".into())
-            .spawn(move || writer::run(conn, rx, committed_tx, mode))
+            .spawn({
+                let counters = Arc::clone(&counters);
+                move || writer::run(conn, rx, committed_tx, mode, counters)
+            })
             .map_err(|e| open_err(format!("cannot start writer thread: {e}")))?;
         Ok(Self {
             inner: Arc::new(Inner {
@@ -78,6 +83,7 @@ impl Store {
                 readers: Mutex::new(Vec::new()),
                 committed,
                 writer: Mutex::new(Some(writer)),
+                counters,
             }),
         })
     }
@@ -171,6 +177,15 @@ impl Store {
             pool.push(conn);
         }
         result
+    }
+
+    /// (commits, writes) since open: writes per commit shows group commit at work.
+    pub fn commit_stats(&self) -> (u64, u64) {
+        use std::sync::atomic::Ordering::Relaxed;
+        (
+            self.inner.counters.commits.load(Relaxed),
+            self.inner.counters.writes.load(Relaxed),
+        )
     }
 
     /// The newest committed event sequence; changes after every commit that

@@ -100,7 +100,10 @@ impl RunService {
         let id = record.id;
         let handle = match self.supervisor.spawn(&id.to_string(), &spec) {
             Ok(h) => h,
-            Err(e) => return Ok(self.store.finish_run(id, e.outcome()).await?),
+            Err(e) => {
+                self.store.finish_run(id, e.outcome()).await?;
+                return Ok(self.store.get_run(id).await?);
+            }
         };
         let (done_tx, done) = watch::channel(false);
         self.live().insert(

@@ -20,10 +20,12 @@ async fn lifecycle_is_recorded_with_events_in_order() {
         .append_output(run.id, 1, "stderr", b"warn\n".to_vec())
         .await
         .unwrap();
-    let done = store
+    let state = store
         .finish_run(run.id, Outcome::exit_code(3))
         .await
         .unwrap();
+    assert_eq!(state, RunState::Failed);
+    let done = store.get_run(run.id).await.unwrap();
     assert_eq!(done.state, RunState::Failed);
     assert_eq!(done.outcome, Some(Outcome::exit_code(3)));
     assert_eq!(done.pid, Some(4242));

@@ -1,0 +1,105 @@
+//! `spawn`: per-run cost of the supervisor against a bare spawn+wait.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use warden_core::{Outcome, RunId, RunSpec, StdinMode, Terminal};
+use warden_exec::{RunEvent, Supervisor, SupervisorConfig};
+
+use crate::{timed, verdict};
+
+const PROGRAM: &str = "/bin/true";
+
+pub async fn run(runs: usize) -> anyhow::Result<()> {
+    let supervisor = Supervisor::new(SupervisorConfig::default()).context("supervisor")?;
+    let spec = RunSpec {
+        argv: vec![PROGRAM.into()],
+        cwd: "/".into(),
+        env: vec![],
+        timeout: Duration::from_secs(30),
+        max_output: 1 << 20,
+        terminal: Terminal::Pipes,
+        stdin: StdinMode::Closed,
+    };
+    // Warm both paths (page cache, runtime threads) before timing.
+    for _ in 0..50 {
+        supervised(&supervisor, &spec).await?;
+        raw_spawn_wait()?;
+    }
+
+    // Interleave rounds so drift on a shared machine hits both sides alike.
+    let rounds = 20;
+    let per_round = runs.div_ceil(rounds);
+    let (mut sup_t, mut raw_t, mut piped_t) = (Duration::ZERO, Duration::ZERO, Duration::ZERO);
+    let mut round_ratios = Vec::with_capacity(rounds);
+    for _ in 0..rounds {
+        let start = Instant::now();
+        for _ in 0..per_round {
+            supervised(&supervisor, &spec).await?;
+        }
+        let sup_round = start.elapsed();
+        sup_t += sup_round;
+        let ((), t) = timed(|| {
+            for _ in 0..per_round {
+                let _ = raw_spawn_wait();
+            }
+        });
+        raw_t += t;
+        round_ratios.push(sup_round.as_secs_f64() / t.as_secs_f64());
+        let ((), t) = timed(|| {
+            for _ in 0..per_round {
+                let _ = raw_output();
+            }
+        });
+        piped_t += t;
+    }
+    let n = (per_round * rounds) as f64;
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / n;
+    let (sup, raw, piped) = (per(sup_t), per(raw_t), per(piped_t));
+    let ratio = sup / raw;
+    println!(
+        "spawn: {} runs of {PROGRAM} each way, interleaved in {rounds} rounds",
+        per_round * rounds
+    );
+    println!("  supervisor (pipes, own group, deadline, reap check)  {sup:8.1} µs/run");
+    println!("  raw Command spawn+wait (inherited stdio)             {raw:8.1} µs/run");
+    println!("  raw Command output() (piped stdout+stderr)           {piped:8.1} µs/run");
+    println!(
+        "  ratio supervisor / raw spawn+wait = {ratio:.2}x  (target <= 1.30x: {})",
+        verdict(ratio <= 1.3)
+    );
+    println!("  ratio supervisor / raw output()   = {:.2}x", sup / piped);
+    round_ratios.sort_by(f64::total_cmp);
+    println!(
+        "  per-round ratio vs spawn+wait: min {:.2}x  median {:.2}x  max {:.2}x",
+        round_ratios[0],
+        round_ratios[rounds / 2],
+        round_ratios[rounds - 1]
+    );
+    Ok(())
+}
+
+async fn supervised(supervisor: &Supervisor, spec: &RunSpec) -> anyhow::Result<()> {
+    let mut run = supervisor.spawn(&RunId::new().to_string(), spec)?;
+    loop {
+        match run.next().await {
+            Some(RunEvent::Finished(Outcome::Completed)) => return Ok(()),
+            Some(RunEvent::Finished(other)) => bail!("{PROGRAM} ended {other:?}"),
+            Some(RunEvent::Output(_)) => {}
+            None => bail!("supervisor lost the run"),
+        }
+    }
+}
+
+fn raw_spawn_wait() -> anyhow::Result<()> {
+    let status = Command::new(PROGRAM).spawn()?.wait()?;
+    anyhow::ensure!(status.success(), "{PROGRAM} failed");
+    Ok(())
+}
+
+fn raw_output() -> anyhow::Result<()> {
+    let out = Command::new(PROGRAM).stdin(Stdio::null()).output()?;
+    anyhow::ensure!(out.status.success(), "{PROGRAM} failed");
+    Ok(())
+}
