@@ -66,7 +66,10 @@ pub async fn run(runs: usize) -> anyhow::Result<()> {
     println!("  raw Command spawn+wait (inherited stdio)             {raw:8.1} µs/run");
     println!("  raw Command output() (piped stdout+stderr)           {piped:8.1} µs/run");
     println!("  ratio supervisor / raw spawn+wait, all runs = {ratio:.2}x");
-    println!("  ratio supervisor / raw output(),   all runs = {:.2}x", sup / piped);
+    println!(
+        "  ratio supervisor / raw output(),   all runs = {:.2}x",
+        sup / piped
+    );
     // Rounds alternate the two sides, so a burst of noise from the shared
     // machine lands in one round; the median round is the robust figure.
     round_ratios.sort_by(f64::total_cmp);
@@ -76,7 +79,10 @@ pub async fn run(runs: usize) -> anyhow::Result<()> {
         round_ratios[0],
         round_ratios[rounds - 1]
     );
-    println!("  median ratio {median:.2}x  (target <= 1.30x: {})", verdict(median <= 1.3));
+    println!(
+        "  median ratio {median:.2}x  (target <= 1.30x: {})",
+        verdict(median <= 1.3)
+    );
     Ok(())
 }
 

@@ -26,8 +26,20 @@ const TICK: Duration = Duration::from_millis(10);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kill {
     Idle,
-    Term { escalate_at: Instant },
-    Killed,
+    Term {
+        escalate_at: Instant,
+    },
+    /// SIGKILL sent; sent again at `again_at` in case a dying process forked.
+    Killed {
+        again_at: Instant,
+    },
+}
+
+/// `now + d`, saturating far in the future instead of overflowing.
+pub(crate) fn later(d: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(d)
+        .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86400))
 }
 
 /// One output stream being read.
@@ -86,14 +98,16 @@ impl Group {
         let members = procs::members(leader_alive.then_some(self.pid), &self.marker);
         procs::signal_all(self.pid, &members, Signal::SIGTERM);
         Kill::Term {
-            escalate_at: Instant::now() + self.grace,
+            escalate_at: later(self.grace),
         }
     }
 
     fn kill_now(&self, leader_alive: bool) -> Kill {
         let members = procs::members(leader_alive.then_some(self.pid), &self.marker);
         procs::signal_all(self.pid, &members, Signal::SIGKILL);
-        Kill::Killed
+        Kill::Killed {
+            again_at: Instant::now() + TICK,
+        }
     }
 
     fn escalate(&self, kill: Kill, leader_alive: bool) -> Kill {
@@ -102,7 +116,7 @@ impl Group {
                 self.kill_now(leader_alive)
             }
             // Keep killing: a dying process may have forked on its way out.
-            Kill::Killed => self.kill_now(leader_alive),
+            Kill::Killed { again_at } if Instant::now() >= again_at => self.kill_now(leader_alive),
             other => other,
         }
     }
@@ -148,6 +162,7 @@ impl Driver {
         let mut seq = 0u64;
         let mut total = 0u64;
         let mut gone_since: Option<Instant> = None;
+        let mut escaped = false;
         let mut tick = interval(TICK);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let deadline = sleep_until(deadline);
@@ -159,7 +174,7 @@ impl Driver {
             tokio::select! {
                 biased;
                 status = child.wait(), if exit.is_none() => {
-                    procs::leaders().remove(&pid);
+                    procs::registry().leader_reaped(pid);
                     exit = Some(match status {
                         Ok(s) => match (s.code(), s.signal()) {
                             (Some(code), _) => Outcome::exit_code(code),
@@ -192,9 +207,13 @@ impl Driver {
                     if r.is_none() { err = None; }
                     read = r;
                 }
-                _ = tick.tick(), if ticking => {
-                    kill = group.escalate(kill, exit.is_none());
-                }
+                _ = tick.tick(), if ticking => {}
+            }
+
+            // Checked on every pass, so a flood of output cannot starve it;
+            // never once the group is gone, since its pid may be reused.
+            if gone_since.is_none() {
+                kill = group.escalate(kill, exit.is_none());
             }
 
             if let Some((stream, mut data)) = read.filter(|_| !over_cap) {
@@ -229,17 +248,25 @@ impl Driver {
                         break;
                     }
                     if since.elapsed() > grace && pending.is_none() {
+                        // Someone outside the run's group and marker holds its
+                        // output open: the run did not end cleanly, say so.
                         tracing::warn!(
                             pid,
                             "output still held open by an untracked process; abandoning it"
                         );
+                        escaped = true;
                         break;
                     }
                 }
             }
         }
+        procs::registry().run_ended();
         let outcome = match (cause, exit) {
             (Some(c), _) => c,
+            (None, Some(_)) if escaped => Outcome::infrastructure(
+                "escaped_process",
+                Some("a process outside the run's group still held its output open; it could not be found to kill".into()),
+            ),
             (None, Some(e)) => e,
             (None, None) => Outcome::infrastructure("wait_failed", None),
         };

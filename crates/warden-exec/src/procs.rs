@@ -6,7 +6,7 @@
 //! `/proc/<pid>/task/*/children` from the leader; once they die it is
 //! re-parented to us and recognised by the run's marker in its environment.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::sync::{LazyLock, Mutex, MutexGuard};
 
 use nix::errno::Errno;
@@ -14,13 +14,49 @@ use nix::sys::signal::{Signal, kill, killpg};
 use nix::sys::wait::{WaitPidFlag, waitpid};
 use nix::unistd::Pid;
 
-/// Leaders we spawned and whose exit status tokio will collect; never reaped here.
-static LEADERS: LazyLock<Mutex<HashSet<i32>>> = LazyLock::new(|| Mutex::new(HashSet::new()));
+/// What this process is supervising: the leaders tokio will reap (never
+/// reaped here; counted, because a reaped leader's pid can be reused by a
+/// new leader before the old registration is dropped) and how many runs are
+/// live.
+#[derive(Default)]
+pub(crate) struct Registry {
+    leaders: HashMap<i32, u32>,
+    live_runs: usize,
+}
 
-/// Holds the leader registry; spawning happens under it so a fresh child is
+impl Registry {
+    /// Records a freshly spawned leader and its run.
+    pub(crate) fn add(&mut self, pid: i32) {
+        *self.leaders.entry(pid).or_default() += 1;
+        self.live_runs += 1;
+    }
+
+    /// The leader was reaped by its waiter.
+    pub(crate) fn leader_reaped(&mut self, pid: i32) {
+        if let Some(n) = self.leaders.get_mut(&pid) {
+            *n -= 1;
+            if *n == 0 {
+                self.leaders.remove(&pid);
+            }
+        }
+    }
+
+    /// The run is over.
+    pub(crate) fn run_ended(&mut self) {
+        self.live_runs = self.live_runs.saturating_sub(1);
+    }
+
+    fn is_leader(&self, pid: i32) -> bool {
+        self.leaders.contains_key(&pid)
+    }
+}
+
+static REGISTRY: LazyLock<Mutex<Registry>> = LazyLock::new(|| Mutex::new(Registry::default()));
+
+/// Holds the registry; spawning happens under it so a fresh child is
 /// registered before any scan could mistake it for an adopted orphan.
-pub(crate) fn leaders() -> MutexGuard<'static, HashSet<i32>> {
-    LEADERS.lock().unwrap_or_else(|p| p.into_inner())
+pub(crate) fn registry() -> MutexGuard<'static, Registry> {
+    REGISTRY.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Makes this process a child subreaper, so orphans of our runs come to us
@@ -34,11 +70,20 @@ pub(crate) fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
 }
 
-/// Sends `sig` to the group and to each listed process; gone ones are ignored.
+/// Sends `sig` to the group and to each listed process. Gone ones are
+/// ignored; a refusal (EPERM) is logged, since that process may outlive us.
 pub(crate) fn signal_all(pgid: i32, members: &[i32], sig: Signal) {
-    let _ = killpg(Pid::from_raw(pgid), sig);
+    if let Err(e) = killpg(Pid::from_raw(pgid), sig)
+        && e != Errno::ESRCH
+    {
+        tracing::warn!(pgid, signal = %sig, error = %e, "cannot signal the run's process group");
+    }
     for &pid in members {
-        let _ = kill(Pid::from_raw(pid), sig);
+        if let Err(e) = kill(Pid::from_raw(pid), sig)
+            && e != Errno::ESRCH
+        {
+            tracing::warn!(pid, signal = %sig, error = %e, "cannot signal a process of the run");
+        }
     }
 }
 
@@ -75,12 +120,15 @@ fn children_of(pid: i32) -> Vec<i32> {
 }
 
 /// The state letter from `/proc/<pid>/stat` (`Z` for a zombie).
-fn state_of(pid: i32) -> Option<u8> {
+fn process_state(pid: i32) -> Option<u8> {
     let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     let close = s.iter().rposition(|&b| b == b')')?;
     s.get(close + 2).copied()
 }
 
+/// Whether the process's environment carries `marker`. False when it cannot
+/// be read (a non-dumpable process such as ssh-agent, a setuid one) or was
+/// replaced (`env -i`).
 fn has_marker(pid: i32, marker: &[u8]) -> bool {
     std::fs::read(format!("/proc/{pid}/environ"))
         .map(|env| env.split(|&b| b == 0).any(|kv| kv == marker))
@@ -94,21 +142,27 @@ pub(crate) fn marker_bytes(run_marker: &str) -> Vec<u8> {
 
 /// Every live process of the run outside what `killpg` reaches for sure:
 /// the leader's descendants and the adopted orphans carrying `marker`, with
-/// their descendants. Adopted zombies found on the way are reaped.
+/// their descendants; while this is the only live run, every adopted orphan
+/// (it can belong to no other run). Reaps adopted zombies on the way.
 pub(crate) fn members(leader: Option<i32>, marker: &[u8]) -> Vec<i32> {
     let mut roots: Vec<i32> = leader.into_iter().collect();
     {
-        let leaders = leaders();
+        let registry = registry();
         for child in adopted_children() {
-            if leaders.contains(&child) {
+            if registry.is_leader(child) {
                 continue;
             }
-            match state_of(child) {
+            match process_state(child) {
                 Some(b'Z') => {
                     let _ = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG));
                 }
-                Some(_) if has_marker(child, marker) => roots.push(child),
-                _ => {}
+                // With one live run, every adopted orphan is its own (or a
+                // leftover that must not live on either), marker or not.
+                Some(_) if registry.live_runs <= 1 || has_marker(child, marker) => {
+                    roots.push(child)
+                }
+                Some(_) => {}
+                None => {}
             }
         }
     }
@@ -118,7 +172,7 @@ pub(crate) fn members(leader: Option<i32>, marker: &[u8]) -> Vec<i32> {
         if !seen.insert(pid) {
             continue;
         }
-        if Some(pid) != leader && state_of(pid).is_some_and(|s| s != b'Z') {
+        if Some(pid) != leader && process_state(pid).is_some_and(|s| s != b'Z') {
             out.push(pid);
         }
         roots.extend(children_of(pid));
@@ -126,31 +180,33 @@ pub(crate) fn members(leader: Option<i32>, marker: &[u8]) -> Vec<i32> {
     out
 }
 
-/// After a server restart: kills every process that carries the run's
+/// Live (non-zombie) processes carrying `run_marker`, other than us.
+fn marked_processes(run_marker: &str) -> Vec<i32> {
+    let marker = marker_bytes(run_marker);
+    let me = std::process::id() as i32;
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.flatten()
+        .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
+        .filter(|&pid| {
+            pid != me && has_marker(pid, &marker) && process_state(pid).is_some_and(|s| s != b'Z')
+        })
+        .collect()
+}
+
+/// After a server restart: SIGKILLs every process that carries the run's
 /// marker (its old process group and any descendant that left it). A
 /// recycled pid is never touched, since it lacks the marker. Returns how many
 /// processes were signalled.
 pub fn kill_orphaned_run(run_marker: &str) -> usize {
-    let marker = marker_bytes(run_marker);
-    let me = std::process::id() as i32;
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
-    };
-    let mut killed = 0;
-    for entry in dir.flatten() {
-        let Some(pid) = entry
-            .file_name()
-            .to_str()
-            .and_then(|n| n.parse::<i32>().ok())
-        else {
-            continue;
-        };
-        if pid != me
-            && has_marker(pid, &marker)
-            && kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok()
-        {
-            killed += 1;
-        }
-    }
-    killed
+    marked_processes(run_marker)
+        .into_iter()
+        .filter(|&pid| kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok())
+        .count()
+}
+
+/// How many live processes still carry the run's marker.
+pub fn count_run_processes(run_marker: &str) -> usize {
+    marked_processes(run_marker).len()
 }

@@ -7,6 +7,7 @@
 
 use std::os::fd::OwnedFd;
 
+use nix::fcntl::{FcntlArg, OFlag, fcntl};
 use nix::pty::openpty;
 use tokio::net::unix::pipe;
 
@@ -22,9 +23,12 @@ pub(crate) struct Master {
 pub(crate) fn open() -> Result<(Master, OwnedFd), SpawnError> {
     let err = |e: &dyn std::fmt::Display| SpawnError::Pty(e.to_string());
     let pair = openpty(None, None).map_err(|e| err(&e))?;
+    // The unchecked constructors leave the fd as it is; a blocking master
+    // would stall a runtime worker on a full read or write.
+    fcntl(&pair.master, FcntlArg::F_SETFL(OFlag::O_NONBLOCK)).map_err(|e| err(&e))?;
     let write_fd = pair.master.try_clone().map_err(|e| err(&e))?;
     // A PTY master is not a FIFO, hence the unchecked constructors; both only
-    // need a pollable fd, which a PTY master is.
+    // need a pollable non-blocking fd, which this is.
     let reader = pipe::Receiver::from_owned_fd_unchecked(pair.master).map_err(|e| err(&e))?;
     let writer = pipe::Sender::from_owned_fd_unchecked(write_fd).map_err(|e| err(&e))?;
     Ok((Master { reader, writer }, pair.slave))

@@ -167,17 +167,20 @@ impl Supervisor {
             }
         }
 
-        let mut child = {
-            let mut leaders = procs::leaders();
+        let (mut child, pid) = {
+            let mut registry = procs::registry();
             let child = cmd.spawn()?;
-            if let Some(pid) = child.id() {
-                leaders.insert(pid as i32);
-            }
-            child
+            let Some(pid) = child.id() else {
+                // Unreachable in practice: only a reaped child has no pid.
+                return Err(SpawnError::Spawn(std::io::Error::other(
+                    "the child has no pid right after spawn",
+                )));
+            };
+            registry.add(pid as i32);
+            (child, pid)
         };
         // Our copies of the PTY slave must close, or the master never sees EOF.
         drop(cmd);
-        let pid = child.id().unwrap_or(0);
 
         let chunk = self.config.chunk_size.max(1);
         let (sources, stdin) = match master {
@@ -210,7 +213,7 @@ impl Supervisor {
             sources,
             tx,
             cancel: cancel.clone(),
-            deadline: tokio::time::Instant::now() + spec.timeout,
+            deadline: crate::driver::later(spec.timeout),
             grace: self.config.grace,
             max_output: spec.max_output,
         };

@@ -4,7 +4,7 @@
 
 use rusqlite::{Connection, OptionalExtension, Row, params};
 use serde_json::json;
-use warden_core::{Outcome, RunId, RunRecord, RunState, Timestamp};
+use warden_core::{CoreError, Outcome, RunId, RunRecord, RunState, Timestamp};
 
 use crate::{Store, StoreError, audit, events};
 
@@ -146,7 +146,8 @@ impl Store {
         .await
     }
 
-    /// Saves one output chunk and its `run.output` event.
+    /// Saves one output chunk and its `run.output` event; only a running
+    /// run takes output.
     pub async fn append_output(
         &self,
         id: RunId,
@@ -156,15 +157,21 @@ impl Store {
     ) -> Result<u64, StoreError> {
         self.write(move |c| {
             let id = id.to_string();
+            let state = state_of(c, &id)?;
+            if state != RunState::Running {
+                return Err(CoreError::InvalidTransition {
+                    from: state.to_string(),
+                    to: "output".into(),
+                }
+                .into());
+            }
             let len = data.len();
-            c.execute(
+            c.prepare_cached(
                 "INSERT INTO output_chunks (run_id, seq, stream, data) VALUES (?1, ?2, ?3, ?4)",
-                params![id, chunk as i64, stream, data],
-            )?;
-            c.execute(
-                "UPDATE runs SET output_bytes = output_bytes + ?2 WHERE id = ?1",
-                params![id, len as i64],
-            )?;
+            )?
+            .execute(params![id, chunk as i64, stream, data])?;
+            c.prepare_cached("UPDATE runs SET output_bytes = output_bytes + ?2 WHERE id = ?1")?
+                .execute(params![id, len as i64])?;
             events::append(
                 c,
                 "run",
@@ -183,36 +190,41 @@ impl Store {
             .await
     }
 
-    /// Marks every run still `starting` or `running` as failed with an
-    /// infrastructure `reason`, and returns them (as they were before).
-    /// Called at start-up: nothing survives a server restart yet.
-    pub async fn interrupt_live_runs(
+    /// Runs still `starting` or `running`, oldest first. At start-up these
+    /// are the runs a previous server left in flight.
+    pub async fn live_runs(&self) -> Result<Vec<RunRecord>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM runs WHERE state IN ('starting', 'running') ORDER BY id"
+            ))?;
+            stmt.query_map([], from_row)?
+                .map(|r| r.map_err(StoreError::from).and_then(decode))
+                .collect()
+        })
+        .await
+    }
+
+    /// Ends a run the server can no longer watch with an infrastructure
+    /// failure, and audits it as done by `system`.
+    pub async fn interrupt_run(
         &self,
+        id: RunId,
         reason: &str,
-        detail: &str,
-    ) -> Result<Vec<RunRecord>, StoreError> {
-        let outcome = Outcome::infrastructure(reason, Some(detail.to_owned()));
+        detail: String,
+    ) -> Result<RunState, StoreError> {
+        let outcome = Outcome::infrastructure(reason, Some(detail));
         let reason = reason.to_owned();
         self.write(move |c| {
-            let mut stmt = c.prepare(&format!(
-                "SELECT {COLUMNS} FROM runs WHERE state IN ('starting', 'running')"
-            ))?;
-            let live = stmt
-                .query_map([], from_row)?
-                .map(|r| r.map_err(StoreError::from).and_then(decode))
-                .collect::<Result<Vec<_>, _>>()?;
-            for run in &live {
-                let id = run.id.to_string();
-                finish_in(c, &id, &outcome)?;
-                audit::append(
-                    c,
-                    "system",
-                    "run.interrupt",
-                    &id,
-                    &json!({ "reason": reason }),
-                )?;
-            }
-            Ok(live)
+            let id = id.to_string();
+            let state = finish_in(c, &id, &outcome)?;
+            audit::append(
+                c,
+                "system",
+                "run.interrupt",
+                &id,
+                &json!({ "reason": reason }),
+            )?;
+            Ok(state)
         })
         .await
     }

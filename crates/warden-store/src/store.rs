@@ -179,6 +179,15 @@ impl Store {
         result
     }
 
+    /// Whether the writer thread is running (it stops only on close or a panic).
+    pub fn writer_alive(&self) -> bool {
+        self.inner
+            .writer
+            .lock()
+            .ok()
+            .is_some_and(|w| w.as_ref().is_some_and(|h| !h.is_finished()))
+    }
+
     /// (commits, writes) since open: writes per commit shows group commit at work.
     pub fn commit_stats(&self) -> (u64, u64) {
         use std::sync::atomic::Ordering::Relaxed;

@@ -12,7 +12,7 @@ use warden_core::{FailureKind, Outcome, RunId, RunSpec, StdinMode, Terminal};
 use warden_exec::{RunEvent, Stream, Supervisor, SupervisorConfig};
 
 use crate::cli::RunArgs;
-use crate::config::{RunsConfig, secs};
+use crate::config::{MAX_GRACE_SECONDS, RunsConfig, secs};
 
 /// The exit code for each outcome (see `cli::EXIT_CODES`).
 pub fn exit_code(outcome: &Outcome) -> u8 {
@@ -64,8 +64,8 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     spec.validate(&defaults.limits())?;
     let grace = match args.grace {
-        Some(g) if !(g.is_finite() && g >= 0.0) => {
-            anyhow::bail!("--grace must be zero or more seconds")
+        Some(g) if !(g.is_finite() && (0.0..=MAX_GRACE_SECONDS).contains(&g)) => {
+            anyhow::bail!("--grace must be from 0 to {MAX_GRACE_SECONDS} seconds")
         }
         Some(g) => secs(g),
         None => defaults.grace(),

@@ -11,6 +11,12 @@ use warden_core::RunLimits;
 /// The default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8122";
 
+/// The longest deadline anyone may configure: one year.
+pub const MAX_TIMEOUT_SECONDS: f64 = 365.0 * 86400.0;
+
+/// The longest SIGTERM → SIGKILL grace anyone may configure: one hour.
+pub const MAX_GRACE_SECONDS: f64 = 3600.0;
+
 /// Everything in `warden.toml`; unknown keys are an error, not ignored.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -43,6 +49,8 @@ pub struct RunsConfig {
     /// Names of the server's environment variables children may see, on top
     /// of PATH, HOME, LANG and TERM.
     pub env_allow: Vec<String>,
+    /// Runs that may be live at once; more are refused (429), not queued.
+    pub max_live_runs: usize,
 }
 
 impl Default for RunsConfig {
@@ -54,6 +62,7 @@ impl Default for RunsConfig {
             max_output_cap_bytes: 1 << 30,
             grace_seconds: 5.0,
             env_allow: Vec::new(),
+            max_live_runs: 64,
         }
     }
 }
@@ -78,14 +87,25 @@ impl RunsConfig {
     }
 
     fn check(&self) -> anyhow::Result<()> {
-        for (name, v) in [
-            ("runs.default_timeout_seconds", self.default_timeout_seconds),
-            ("runs.max_timeout_seconds", self.max_timeout_seconds),
-            ("runs.grace_seconds", self.grace_seconds),
+        for (name, v, max) in [
+            (
+                "runs.default_timeout_seconds",
+                self.default_timeout_seconds,
+                MAX_TIMEOUT_SECONDS,
+            ),
+            (
+                "runs.max_timeout_seconds",
+                self.max_timeout_seconds,
+                MAX_TIMEOUT_SECONDS,
+            ),
+            ("runs.grace_seconds", self.grace_seconds, MAX_GRACE_SECONDS),
         ] {
-            if !(v.is_finite() && v > 0.0) {
-                bail!("{name} must be a positive number of seconds, got {v}");
+            if !(v.is_finite() && v > 0.0 && v <= max) {
+                bail!("{name} must be a number of seconds above 0 and at most {max}, got {v}");
             }
+        }
+        if self.max_live_runs == 0 {
+            bail!("runs.max_live_runs must be at least 1");
         }
         if self.default_timeout_seconds > self.max_timeout_seconds {
             bail!("runs.default_timeout_seconds exceeds runs.max_timeout_seconds");

@@ -3,11 +3,12 @@
 //! happen, and nothing is reported that the store has not made durable.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::watch;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use warden_core::{CoreError, Outcome, RunId, RunLimits, RunRecord, RunSpec};
 use warden_exec::{Canceller, RunEvent, RunHandle, SpawnError, Supervisor};
 use warden_store::{Store, StoreError};
@@ -27,12 +28,18 @@ pub enum RunError {
     /// The run has already ended.
     #[error("run {0} has already ended")]
     Ended(RunId),
-    /// The run is being recorded but not yet spawned; retry shortly.
-    #[error("run {0} is starting; retry the cancel")]
-    Starting(RunId),
+    /// The run is not live here: still being started, or its end could not be recorded.
+    #[error("run {0} is not live in this server (it may be starting); retry shortly")]
+    NotLive(RunId),
+    /// As many runs as allowed are live.
+    #[error("{0} runs are already live, the configured maximum; retry when one ends")]
+    TooMany(usize),
     /// The server is shutting down and takes no new runs.
     #[error("the server is shutting down")]
     ShuttingDown,
+    /// The task starting the run failed.
+    #[error("internal error starting the run")]
+    Internal,
 }
 
 /// Why the service, not the program, ended a run.
@@ -49,27 +56,45 @@ struct Live {
     done: watch::Receiver<bool>,
 }
 
+/// Live runs and whether new ones may start, under one lock so a start and
+/// a shutdown cannot miss each other.
+#[derive(Default)]
+struct LiveSet {
+    runs: HashMap<RunId, Live>,
+    closed: bool,
+}
+
 /// Starts, tracks and cancels runs.
 pub struct RunService {
     store: Store,
     supervisor: Supervisor,
     limits: RunLimits,
-    live: Mutex<HashMap<RunId, Live>>,
-    closed: Mutex<bool>,
+    slots: Arc<Semaphore>,
+    max_live: usize,
+    live: Mutex<LiveSet>,
+    /// Set when an outcome could not be saved; readiness reports it.
+    unrecorded: AtomicBool,
 }
 
 impl RunService {
-    pub fn new(store: Store, supervisor: Supervisor, limits: RunLimits) -> Arc<Self> {
+    pub fn new(
+        store: Store,
+        supervisor: Supervisor,
+        limits: RunLimits,
+        max_live: usize,
+    ) -> Arc<Self> {
         Arc::new(Self {
             store,
             supervisor,
             limits,
-            live: Mutex::new(HashMap::new()),
-            closed: Mutex::new(false),
+            slots: Arc::new(Semaphore::new(max_live)),
+            max_live,
+            live: Mutex::new(LiveSet::default()),
+            unrecorded: AtomicBool::new(false),
         })
     }
 
-    fn live(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Live>> {
+    fn live(&self) -> MutexGuard<'_, LiveSet> {
         self.live.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -78,52 +103,90 @@ impl RunService {
         self.supervisor.config().grace
     }
 
+    /// Whether every outcome so far was saved.
+    pub fn healthy(&self) -> bool {
+        !self.unrecorded.load(Ordering::Relaxed)
+    }
+
     /// Validates, records, spawns. A spec that fails validation or preflight
-    /// writes nothing; a spawn that fails after recording is recorded as an
-    /// infrastructure failure.
+    /// writes nothing. The recording and spawning run in their own task, so
+    /// a client that disconnects cannot leave a run half-started.
     pub async fn start(
         self: &Arc<Self>,
         spec: RunSpec,
         actor: &str,
     ) -> Result<RunRecord, RunError> {
-        if *self.closed.lock().unwrap_or_else(|p| p.into_inner()) {
+        if self.live().closed {
             return Err(RunError::ShuttingDown);
         }
         spec.validate(&self.limits)?;
         self.supervisor
             .preflight(&spec)
             .map_err(RunError::Unstartable)?;
-        let record = self
+        let permit = Arc::clone(&self.slots)
+            .try_acquire_owned()
+            .map_err(|_| RunError::TooMany(self.max_live))?;
+        let this = Arc::clone(self);
+        let actor = actor.to_owned();
+        tokio::spawn(async move { this.launch(spec, &actor, permit).await })
+            .await
+            .map_err(|_| RunError::Internal)?
+    }
+
+    async fn launch(
+        self: Arc<Self>,
+        spec: RunSpec,
+        actor: &str,
+        permit: OwnedSemaphorePermit,
+    ) -> Result<RunRecord, RunError> {
+        let id = self
             .store
             .create_run(RunRecord::new(spec.clone()), actor)
-            .await?;
-        let id = record.id;
-        let handle = match self.supervisor.spawn(&id.to_string(), &spec) {
+            .await?
+            .id;
+        let (done_tx, done) = watch::channel(false);
+        let spawned = {
+            let mut live = self.live();
+            if live.closed {
+                Err(Outcome::infrastructure(
+                    "server_shutdown",
+                    Some("the server began shutting down before the run was spawned".into()),
+                ))
+            } else {
+                match self.supervisor.spawn(&id.to_string(), &spec) {
+                    Ok(handle) => {
+                        live.runs.insert(
+                            id,
+                            Live {
+                                canceller: handle.canceller(),
+                                stop: None,
+                                done,
+                            },
+                        );
+                        Ok(handle)
+                    }
+                    Err(e) => Err(e.outcome()),
+                }
+            }
+        };
+        let handle = match spawned {
             Ok(h) => h,
-            Err(e) => {
-                self.store.finish_run(id, e.outcome()).await?;
+            Err(outcome) => {
+                self.record_outcome(id, outcome).await;
                 return Ok(self.store.get_run(id).await?);
             }
         };
-        let (done_tx, done) = watch::channel(false);
-        self.live().insert(
-            id,
-            Live {
-                canceller: handle.canceller(),
-                stop: None,
-                done,
-            },
-        );
         if let Err(e) = self.store.mark_started(id, handle.pid()).await {
             // Unrecorded work must not run: stop it and report why.
             tracing::error!(run = %id, error = %e, "cannot record run start; stopping it");
             self.request_stop(id, Stop::StoreFailed);
         }
-        let this = Arc::clone(self);
+        let this = Arc::clone(&self);
         tokio::spawn(async move {
             this.pump(id, handle).await;
-            this.live().remove(&id);
+            this.live().runs.remove(&id);
             let _ = done_tx.send(true);
+            drop(permit);
         });
         Ok(self.store.get_run(id).await?)
     }
@@ -151,27 +214,55 @@ impl RunService {
                 None => break Outcome::infrastructure("supervisor_lost", None),
             }
         };
-        let stop = self.live().get(&id).and_then(|l| l.stop);
-        let outcome = match (stop, outcome) {
-            // The program ended on its own before the stop landed: that is the truth.
-            (Some(Stop::Shutdown), Outcome::Cancelled) => Outcome::infrastructure(
+        let stop = self.live().runs.get(&id).and_then(|l| l.stop);
+        let outcome = match (stop, store_error, outcome) {
+            // Output was lost: whatever the program did, the record is incomplete.
+            (_, Some(err), _) => Outcome::infrastructure(
+                "store_unavailable",
+                Some(format!("output could not be saved: {err}")),
+            ),
+            (Some(Stop::StoreFailed), None, Outcome::Cancelled) => Outcome::infrastructure(
+                "store_unavailable",
+                Some("the run's start could not be recorded".into()),
+            ),
+            (Some(Stop::Shutdown), None, Outcome::Cancelled) => Outcome::infrastructure(
                 "server_shutdown",
                 Some("the server shut down and terminated the run".into()),
             ),
-            (Some(Stop::StoreFailed), Outcome::Cancelled) => Outcome::infrastructure(
-                "store_unavailable",
-                Some(store_error.unwrap_or_else(|| "the run could not be recorded".into())),
-            ),
-            (_, o) => o,
+            // The program ended on its own before any stop landed: that is the truth.
+            (_, None, o) => o,
         };
-        if let Err(e) = self.store.finish_run(id, outcome.clone()).await {
-            tracing::error!(run = %id, ?outcome, error = %e, "cannot save the outcome; it will be reported as server_restart after a restart");
+        self.record_outcome(id, outcome).await;
+    }
+
+    /// Saves an outcome, retrying a failing store for a few seconds; if it
+    /// still fails, readiness turns false (a restart will then report the run
+    /// as `server_restart`, never as still running).
+    async fn record_outcome(&self, id: RunId, outcome: Outcome) {
+        let mut wait = Duration::from_millis(100);
+        for attempt in 1..=6 {
+            match self.store.finish_run(id, outcome.clone()).await {
+                Ok(_) => return,
+                Err(e @ StoreError::Rejected(_)) => {
+                    tracing::error!(run = %id, ?outcome, error = %e, "outcome refused by the store");
+                    break;
+                }
+                Err(e) if attempt < 6 => {
+                    tracing::warn!(run = %id, attempt, error = %e, "cannot save the outcome yet; retrying");
+                    tokio::time::sleep(wait).await;
+                    wait *= 2;
+                }
+                Err(e) => {
+                    tracing::error!(run = %id, ?outcome, error = %e, "cannot save the outcome; giving up")
+                }
+            }
         }
+        self.unrecorded.store(true, Ordering::Relaxed);
     }
 
     fn request_stop(&self, id: RunId, why: Stop) -> bool {
         let mut live = self.live();
-        let Some(entry) = live.get_mut(&id) else {
+        let Some(entry) = live.runs.get_mut(&id) else {
             return false;
         };
         entry.stop.get_or_insert(why);
@@ -182,20 +273,20 @@ impl RunService {
     /// Cancels a live run and waits (up to the grace period and a margin) for
     /// its outcome to be saved; returns the run as the store has it then.
     pub async fn cancel(&self, id: RunId, actor: &str) -> Result<RunRecord, RunError> {
-        let done = self.live().get(&id).map(|l| l.done.clone());
+        let done = self.live().runs.get(&id).map(|l| l.done.clone());
         let Some(mut done) = done else {
             let run = self.store.get_run(id).await?;
             return Err(if run.state.is_terminal() {
                 RunError::Ended(id)
             } else {
-                RunError::Starting(id)
+                RunError::NotLive(id)
             });
         };
         self.store
             .audit(actor, "run.cancel", &id.to_string(), json!({}))
             .await?;
         self.request_stop(id, Stop::Operator);
-        let wait = self.grace() + Duration::from_secs(2);
+        let wait = self.grace().saturating_add(Duration::from_secs(2));
         let _ = tokio::time::timeout(wait, done.wait_for(|d| *d)).await;
         Ok(self.store.get_run(id).await?)
     }
@@ -203,16 +294,19 @@ impl RunService {
     /// Refuses new runs, terminates live ones and waits for their outcomes
     /// (`failed{infrastructure, server_shutdown}`) to be saved.
     pub async fn shutdown(&self) {
-        *self.closed.lock().unwrap_or_else(|p| p.into_inner()) = true;
-        let ids: Vec<RunId> = self.live().keys().copied().collect();
-        let mut waits = Vec::new();
-        for id in ids {
-            if let Some(l) = self.live().get(&id) {
-                waits.push(l.done.clone());
-            }
-            self.request_stop(id, Stop::Shutdown);
-        }
-        let limit = self.grace() + Duration::from_secs(5);
+        let waits: Vec<watch::Receiver<bool>> = {
+            let mut live = self.live();
+            live.closed = true;
+            live.runs
+                .values_mut()
+                .map(|l| {
+                    l.stop.get_or_insert(Stop::Shutdown);
+                    l.canceller.cancel();
+                    l.done.clone()
+                })
+                .collect()
+        };
+        let limit = self.grace().saturating_add(Duration::from_secs(5));
         for mut w in waits {
             let _ = tokio::time::timeout(limit, w.wait_for(|d| *d)).await;
         }

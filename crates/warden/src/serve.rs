@@ -1,14 +1,16 @@
 //! `warden serve`: open the store, settle what a previous process left
 //! behind, and serve HTTP until SIGTERM or SIGINT.
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::path::Path;
 use std::sync::Arc;
 
 use anyhow::Context;
+use nix::errno::Errno;
+use nix::fcntl::{Flock, FlockArg};
 use serde_json::json;
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
-use warden_core::RunState;
 use warden_exec::{Supervisor, SupervisorConfig};
 use warden_store::{CommitMode, Store};
 
@@ -25,6 +27,9 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         .home
         .canonicalize()
         .context("cannot resolve WARDEN_HOME")?;
+    // Held for the life of the process: a second server on the same home
+    // would take the first one's live runs for interrupted ones.
+    let _home_lock = lock_home(&home)?;
     let store = Store::open(&home.join("warden.db"), CommitMode::Group)?;
     settle_interrupted_runs(&store).await?;
 
@@ -34,7 +39,12 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         ..SupervisorConfig::default()
     })
     .context("cannot become a child subreaper, so escaped processes could outlive their runs")?;
-    let runs = RunService::new(store.clone(), supervisor, config.runs.limits());
+    let runs = RunService::new(
+        store.clone(),
+        supervisor,
+        config.runs.limits(),
+        config.runs.max_live_runs,
+    );
     let shutdown = CancellationToken::new();
     let state = AppState {
         runs: Arc::clone(&runs),
@@ -88,36 +98,82 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Takes an exclusive lock on `home/warden.lock`, or says who holds it.
+fn lock_home(home: &Path) -> anyhow::Result<Flock<std::fs::File>> {
+    let path = home.join("warden.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .read(true)
+        .write(true)
+        .open(&path)
+        .with_context(|| format!("cannot open {}", path.display()))?;
+    let mut lock = match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
+        Ok(l) => l,
+        Err((file, Errno::EWOULDBLOCK)) => {
+            let mut holder = String::new();
+            let _ = (&file).read_to_string(&mut holder);
+            anyhow::bail!(
+                "another warden serve (pid {}) is using WARDEN_HOME {}; stop it or choose another home",
+                holder.trim(),
+                home.display()
+            );
+        }
+        Err((_, e)) => return Err(e).with_context(|| format!("cannot lock {}", path.display())),
+    };
+    lock.set_len(0)?;
+    write!(lock, "{}", std::process::id())?;
+    lock.flush()?;
+    Ok(lock)
+}
+
 /// Runs the previous server left in flight cannot be watched any more: kill
-/// whatever is left of them, then record them as failed with `server_restart`.
+/// whatever is left of each, then record it as failed with `server_restart`
+/// and a detail that says what was found.
 async fn settle_interrupted_runs(store: &Store) -> anyhow::Result<()> {
-    let mut live = store.list_runs(Some(RunState::Running), 1000).await?;
-    live.extend(store.list_runs(Some(RunState::Starting), 1000).await?);
+    let live = store.live_runs().await?;
     for run in &live {
-        let killed = warden_exec::kill_orphaned_run(&run.id.to_string());
+        let marker = run.id.to_string();
+        let killed = warden_exec::kill_orphaned_run(&marker);
+        let left = wait_for_processes_to_go(&marker).await;
+        let mut detail = "the server stopped while this run was in flight".to_owned();
+        detail.push_str(&match (killed, left) {
+            (0, 0) => "; no process of it was left".to_owned(),
+            (k, 0) => format!("; {k} leftover process(es) were killed"),
+            (k, l) => format!("; {k} leftover process(es) were sent SIGKILL and {l} still exist"),
+        });
         if killed > 0 {
-            tracing::warn!(run = %run.id, killed, "killed processes left over from an interrupted run");
+            tracing::warn!(run = %run.id, killed, left, "killed processes left over from an interrupted run");
             store
                 .audit(
                     "system",
                     "run.kill_leftovers",
-                    &run.id.to_string(),
-                    json!({ "processes": killed }),
+                    &marker,
+                    json!({ "signalled": killed, "remaining": left }),
                 )
                 .await?;
         }
+        store
+            .interrupt_run(run.id, "server_restart", detail)
+            .await?;
     }
-    let swept = store
-        .interrupt_live_runs(
-            "server_restart",
-            "the server stopped while this run was in flight; its processes were terminated",
-        )
-        .await?;
-    if !swept.is_empty() {
+    if !live.is_empty() {
         tracing::warn!(
-            runs = swept.len(),
+            runs = live.len(),
             "marked runs interrupted by a server restart as failed"
         );
     }
     Ok(())
+}
+
+/// Waits up to a second for SIGKILLed processes to disappear; returns how many remain.
+async fn wait_for_processes_to_go(marker: &str) -> usize {
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+    loop {
+        let left = warden_exec::count_run_processes(marker);
+        if left == 0 || tokio::time::Instant::now() >= deadline {
+            return left;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
 }

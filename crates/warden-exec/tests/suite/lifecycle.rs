@@ -132,3 +132,19 @@ async fn cancel_after_exit_does_not_rewrite_the_outcome() {
     canceller.cancel();
     assert_eq!(outcome, Outcome::exit_code(4));
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn sigkill_is_not_starved_by_a_flood_of_output() {
+    let sup = supervisor(300);
+    let mut s = sh("trap '' TERM; exec yes");
+    s.timeout = Duration::from_millis(300);
+    s.max_output = 1 << 30;
+    let started = Instant::now();
+    let (_, outcome) = finish(start(&sup, &s)).await;
+    assert_eq!(outcome, Outcome::TimedOut);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
+}

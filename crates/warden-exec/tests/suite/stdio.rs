@@ -60,3 +60,34 @@ async fn pty_mode_times_out_like_pipes() {
     let (_, outcome) = finish(start(&sup, &s)).await;
     assert_eq!(outcome, Outcome::TimedOut);
 }
+
+/// A write the program never reads must not stall the supervisor: the PTY
+/// master is non-blocking, so the deadline still fires on a one-thread runtime.
+#[test]
+fn a_stuck_pty_write_does_not_block_the_deadline() {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let outcome = rt.block_on(async {
+            let sup = supervisor(200);
+            let mut s = sh("exec sleep 1000");
+            s.terminal = Terminal::Pty;
+            s.stdin = StdinMode::Open;
+            s.timeout = std::time::Duration::from_millis(500);
+            let mut run = start(&sup, &s);
+            let mut stdin = run.take_stdin().unwrap();
+            tokio::spawn(async move {
+                let _ = stdin.write_all(&b"y\n".repeat(1 << 20)).await;
+            });
+            finish(run).await.1
+        });
+        let _ = tx.send(outcome);
+    });
+    let outcome = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("the runtime was blocked by a PTY write");
+    assert_eq!(outcome, Outcome::TimedOut);
+}

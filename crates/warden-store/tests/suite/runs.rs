@@ -96,6 +96,17 @@ async fn an_ended_run_cannot_end_again_and_nothing_is_half_written() {
             .unwrap(),
         before
     );
+    let late = store
+        .append_output(run.id, 9, "stdout", b"late".to_vec())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(
+            late,
+            StoreError::Rejected(CoreError::InvalidTransition { .. })
+        ),
+        "{late}"
+    );
     let missing = store.get_run(warden_core::RunId::new()).await.unwrap_err();
     assert!(missing.is_not_found());
 }
@@ -112,11 +123,16 @@ async fn writes_survive_reopening() {
     };
     let store = open(&dir);
     assert_eq!(store.get_run(id).await.unwrap().state, RunState::Running);
-    let swept = store
-        .interrupt_live_runs("server_restart", "the server stopped")
-        .await
-        .unwrap();
-    assert_eq!(swept.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
+    let live = store.live_runs().await.unwrap();
+    assert_eq!(live.iter().map(|r| r.id).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(
+        store
+            .interrupt_run(id, "server_restart", "the server stopped".into())
+            .await
+            .unwrap(),
+        RunState::Failed
+    );
+    assert_eq!(store.live_runs().await.unwrap(), vec![]);
     let run = store.get_run(id).await.unwrap();
     assert_eq!(
         run.outcome,

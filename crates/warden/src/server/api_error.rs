@@ -6,6 +6,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use warden_core::CoreError;
+use warden_exec::SpawnError;
 use warden_store::StoreError;
 
 use crate::runs::RunError;
@@ -108,15 +109,22 @@ impl From<RunError> for ApiError {
         match e {
             RunError::Invalid(c) => c.into(),
             RunError::Unstartable(s) => {
-                let field = match s.reason() {
-                    "bad_cwd" => "cwd",
-                    _ => "argv[0]",
+                let field = if matches!(s, SpawnError::BadCwd { .. }) {
+                    "cwd"
+                } else {
+                    "argv[0]"
                 };
                 Self::field(field, s.to_string())
             }
             RunError::Store(s) => s.into(),
             RunError::Ended(_) => Self::new(StatusCode::CONFLICT, "run_ended", e.to_string()),
-            RunError::Starting(_) => Self::new(StatusCode::CONFLICT, "run_starting", e.to_string()),
+            RunError::NotLive(_) => Self::new(StatusCode::CONFLICT, "run_not_live", e.to_string()),
+            RunError::TooMany(_) => Self::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_runs",
+                e.to_string(),
+            ),
+            RunError::Internal => Self::internal(&e),
             RunError::ShuttingDown => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",

@@ -18,13 +18,28 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
-/// Ready when the store answers and the server is not shutting down.
+/// Ready when the store answers and writes, every outcome so far was saved,
+/// and the server is not shutting down.
 async fn readyz(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
     if state.shutdown.is_cancelled() {
         return Err(ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "shutting_down",
             "the server is shutting down",
+        ));
+    }
+    if !state.store.writer_alive() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            "the store's writer has stopped",
+        ));
+    }
+    if !state.runs.healthy() {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "outcome_unrecorded",
+            "a run's outcome could not be saved; see the server log",
         ));
     }
     state.store.ping().await.map_err(|e| {

@@ -29,10 +29,16 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             ));
         }
         let bytes = Bytes::from_request(req, state).await.map_err(|e| {
+            let status = e.status();
+            let code = if status == StatusCode::PAYLOAD_TOO_LARGE {
+                "body_too_large"
+            } else {
+                "unreadable_body"
+            };
             ApiError::new(
-                StatusCode::BAD_REQUEST,
-                "unreadable_body",
-                format!("cannot read the body: {e}"),
+                status,
+                code,
+                format!("cannot read the body: {}", e.body_text()),
             )
         })?;
         let de = &mut serde_json::Deserializer::from_slice(&bytes);

@@ -11,7 +11,10 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
 use tokio_util::sync::CancellationToken;
+use tower_http::catch_panic::CatchPanicLayer;
 use warden_store::Store;
 
 use crate::config::RunsConfig;
@@ -41,11 +44,23 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
     Router::new()
         .merge(health::router(state))
         .merge(api)
-        .fallback(|| async {
+        .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route") })
+        .method_not_allowed_fallback(|| async {
             ApiError::new(
-                axum::http::StatusCode::NOT_FOUND,
-                "no_route",
-                "no such route",
+                StatusCode::METHOD_NOT_ALLOWED,
+                "method_not_allowed",
+                "this route does not take that method",
             )
         })
+        .layer(CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                tracing::error!("a request handler panicked");
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "internal error; see the server log",
+                )
+                .into_response()
+            },
+        ))
 }

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, StatusCode, header::LOCATION};
+use axum::http::{StatusCode, header::LOCATION};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -171,7 +171,6 @@ async fn show(
 async fn cancel(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    _h: HeaderMap,
 ) -> Result<Response, ApiError> {
     let run = state.runs.cancel(parse_id(&id)?, "operator").await?;
     let status = if run.state.is_terminal() {

@@ -3,6 +3,7 @@
 //! `Last-Event-ID` receives every later event exactly once. The stream reads
 //! the durable log, so what a client sees has been saved.
 
+use std::collections::HashMap;
 use std::convert::Infallible;
 use std::time::Duration;
 
@@ -11,7 +12,6 @@ use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use base64::Engine;
 use futures_util::Stream;
-use serde::Deserialize;
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -22,17 +22,10 @@ use super::{ApiError, AppState};
 
 const PAGE: u32 = 256;
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Resume {
-    /// Same as `Last-Event-ID`, for clients that cannot set headers.
-    after: Option<u64>,
-}
-
 pub async fn run_events(
     State(state): State<AppState>,
     Path(id): Path<String>,
-    Query(resume): Query<Resume>,
+    Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
     let id = parse_id(&id)?;
@@ -47,14 +40,18 @@ pub async fn run_events(
                     "must be an event id (a non-negative integer)",
                 )
             })?,
-        None => resume.after.unwrap_or(0),
+        // `?after=` is the same, for clients that cannot set headers.
+        None => after_param(&query)?,
     };
     let run = state.store.get_run(id).await?;
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(32);
     tokio::spawn(async move {
         let mut committed = state.store.committed();
         let mut after = after;
-        let mut ended = run.state.is_terminal();
+        // A run that had ended when the client connected has all its events
+        // in the log already; one that ends later ends the stream with
+        // `run.finished`.
+        let ended = run.state.is_terminal();
         loop {
             committed.borrow_and_update();
             let batch = match state
@@ -80,11 +77,11 @@ pub async fn run_events(
                     return;
                 }
             }
-            // Already over, and the client has everything up to its end.
-            if empty && ended {
+            if ended && empty {
+                // The client already has everything up to the end.
                 return;
             }
-            if full {
+            if full || ended {
                 continue;
             }
             tokio::select! {
@@ -92,17 +89,30 @@ pub async fn run_events(
                 () = state.shutdown.cancelled() => return,
                 () = tx.closed() => return,
             }
-            ended = ended
-                || state
-                    .store
-                    .get_run(id)
-                    .await
-                    .map(|r| r.state.is_terminal())
-                    .unwrap_or(true);
         }
     });
     Ok(Sse::new(ReceiverStream::new(rx))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15))))
+}
+
+fn after_param(query: &HashMap<String, String>) -> Result<u64, ApiError> {
+    let mut after = 0;
+    for (k, v) in query {
+        match k.as_str() {
+            "after" => {
+                after = v.parse().map_err(|_| {
+                    ApiError::field("after", "must be an event id (a non-negative integer)")
+                })?;
+            }
+            other => {
+                return Err(ApiError::field(
+                    other,
+                    format!("unknown query parameter {other:?}"),
+                ));
+            }
+        }
+    }
+    Ok(after)
 }
 
 /// One SSE event: `id` = sequence, `event` = kind, `data` = JSON.

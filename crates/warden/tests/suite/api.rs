@@ -50,7 +50,11 @@ async fn each_outcome_is_reported_truthfully() {
     ];
     for (body, want) in cases {
         let run = server.start_run(body.clone()).await;
-        assert_eq!(run["state"], "running", "{run}");
+        // Spawned before the response; a fast program may already have ended.
+        assert!(
+            run["pid"].is_u64() && run["started_at"].is_string(),
+            "{run}"
+        );
         let done = server
             .wait_ended(run["id"].as_str().unwrap(), Duration::from_secs(30))
             .await;
@@ -240,4 +244,83 @@ async fn sigterm_drains_live_runs_truthfully() {
         .get(&format!("/api/v1/runs/{}", run["id"].as_str().unwrap()))
         .await;
     assert_eq!(done["outcome"]["reason"], "server_shutdown", "{done}");
+}
+
+#[tokio::test]
+async fn a_second_server_on_the_same_home_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = Server::start(dir.path());
+    let out = warden(dir.path())
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("WARDEN_HOME", dir.path().join(".warden"))
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "another warden serve (pid {}) is using WARDEN_HOME",
+        first.pid()
+    );
+    assert!(stderr.contains(&want), "{stderr}");
+    assert_eq!(first.get("/readyz").await.0, 200);
+}
+
+#[tokio::test]
+async fn live_runs_are_capped_and_every_error_is_json() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join(".warden")).unwrap();
+    std::fs::write(
+        dir.path().join(".warden/warden.toml"),
+        "[runs]\nmax_live_runs = 1\n",
+    )
+    .unwrap();
+    let server = Server::start(dir.path());
+    let first = server.start_run(json!({"argv": ["sleep", "1000"]})).await;
+    let (status, err) = server.post("/api/v1/runs", json!({"argv": ["true"]})).await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (429, Some("too_many_runs")),
+        "{err}"
+    );
+    let id = first["id"].as_str().unwrap();
+    assert_eq!(
+        server
+            .post(&format!("/api/v1/runs/{id}/cancel"), json!({}))
+            .await
+            .0,
+        200
+    );
+    // The slot is free again once the run has ended.
+    let again = server.start_run(json!({"argv": ["true"]})).await;
+    server
+        .wait_ended(again["id"].as_str().unwrap(), Duration::from_secs(10))
+        .await;
+
+    let (status, err) = server
+        .get(&format!("/api/v1/runs/{id}/events?after=abc"))
+        .await;
+    assert_eq!(
+        (status, err["error"]["field"].as_str()),
+        (400, Some("after"))
+    );
+    let resp = server
+        .client
+        .delete(server.url("/api/v1/runs"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 405);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "method_not_allowed");
+    let resp = server
+        .client
+        .post(server.url("/api/v1/runs"))
+        .header("content-type", "text/plain")
+        .body("argv")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 415);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], "unsupported_media_type");
 }

@@ -132,3 +132,20 @@ async fn sigint_cancels_and_leaves_nothing_behind() {
         "grandchild {grandchild} outlived warden run"
     );
 }
+
+#[test]
+fn an_escapee_with_an_empty_environment_dies_with_its_run() {
+    // `env -i` drops the run marker; as the only live run, the escapee is
+    // still recognised as this run's once it is re-parented to warden.
+    let (code, stdout, stderr) = run(&[
+        "--grace",
+        "0.3",
+        "--",
+        "sh",
+        "-c",
+        "( setsid env -i /bin/sh -c 'echo $$; exec /bin/sleep 1000' & ) | head -n1",
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let escapee: i64 = stdout.trim().parse().unwrap();
+    assert!(!alive(escapee), "escapee {escapee} outlived its run");
+}

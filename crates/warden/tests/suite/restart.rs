@@ -29,6 +29,10 @@ async fn runs_in_flight_at_kill_9_are_failed_after_restart() {
     assert_eq!(done["state"], "failed");
     assert_eq!(done["outcome"]["kind"], "infrastructure");
     assert_eq!(done["outcome"]["reason"], "server_restart");
+    assert_eq!(
+        done["outcome"]["detail"],
+        "the server stopped while this run was in flight; 1 leftover process(es) were killed"
+    );
     assert!(
         wait_gone(pid, Duration::from_secs(5)).await,
         "leftover process {pid} was not killed"
