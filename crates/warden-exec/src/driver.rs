@@ -139,6 +139,86 @@ pub(crate) struct Driver {
     pub(crate) max_output: u64,
 }
 
+/// Output accounting: sequence numbers, the cap, and the one chunk waiting
+/// for the consumer (holding at most one keeps memory bounded).
+struct Tally {
+    max_output: u64,
+    total: u64,
+    seq: u64,
+    over_cap: bool,
+    pending: Option<RunEvent>,
+}
+
+impl Tally {
+    /// Takes a read; returns true when it crossed the cap. Past the cap,
+    /// reads are drained and dropped so writers never block on a full pipe.
+    fn take(&mut self, stream: Stream, mut data: Vec<u8>) -> bool {
+        if self.over_cap {
+            return false;
+        }
+        let room = self.max_output.saturating_sub(self.total);
+        if data.len() as u64 > room {
+            data.truncate(usize::try_from(room).unwrap_or(usize::MAX));
+            self.over_cap = true;
+        }
+        self.total += data.len() as u64;
+        if !data.is_empty() {
+            self.pending = Some(RunEvent::Output(OutputChunk {
+                seq: self.seq,
+                stream,
+                data,
+            }));
+            self.seq += 1;
+        }
+        self.over_cap
+    }
+}
+
+/// How the run is ending: what the leader did, why we intervened, and
+/// whether everything of it is gone.
+struct Ending {
+    /// The leader's own exit, once reaped.
+    exit: Option<Outcome>,
+    /// Why warden ended it (deadline, cancel, cap), which outranks the exit.
+    cause: Option<Outcome>,
+    kill: Kill,
+    /// When no process of the run was left; no signals are sent after it.
+    gone_since: Option<Instant>,
+    /// Its output was still held open by a process we could not find.
+    escaped: bool,
+}
+
+impl Ending {
+    fn outcome(self) -> Outcome {
+        match (self.cause, self.exit) {
+            (Some(c), _) => c,
+            (None, Some(_)) if self.escaped => Outcome::infrastructure(
+                "escaped_process",
+                Some(
+                    "a process outside the run's group still held its output open; it could not be found to kill"
+                        .into(),
+                ),
+            ),
+            (None, Some(e)) => e,
+            (None, None) => Outcome::infrastructure("wait_failed", None),
+        }
+    }
+}
+
+fn exit_outcome(status: std::io::Result<std::process::ExitStatus>) -> Outcome {
+    match status {
+        Ok(s) => match (s.code(), s.signal()) {
+            (Some(code), _) => Outcome::exit_code(code),
+            (None, Some(sig)) => Outcome::signal(sig),
+            (None, None) => Outcome::infrastructure(
+                "wait_failed",
+                Some(format!("unrecognised exit status {s}")),
+            ),
+        },
+        Err(e) => Outcome::infrastructure("wait_failed", Some(e.to_string())),
+    }
+}
+
 impl Driver {
     pub(crate) async fn run(self) {
         let Driver {
@@ -154,56 +234,53 @@ impl Driver {
         } = self;
         let group = Group { pid, marker, grace };
         let [mut out, mut err] = sources;
-        let mut exit: Option<Outcome> = None;
-        let mut cause: Option<Outcome> = None;
-        let mut kill = Kill::Idle;
-        let mut pending: Option<RunEvent> = None;
-        let mut over_cap = false;
-        let mut seq = 0u64;
-        let mut total = 0u64;
-        let mut gone_since: Option<Instant> = None;
-        let mut escaped = false;
+        let mut tally = Tally {
+            max_output,
+            total: 0,
+            seq: 0,
+            over_cap: false,
+            pending: None,
+        };
+        let mut end = Ending {
+            exit: None,
+            cause: None,
+            kill: Kill::Idle,
+            gone_since: None,
+            escaped: false,
+        };
         let mut tick = interval(TICK);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
         let deadline = sleep_until(deadline);
         tokio::pin!(deadline);
 
         loop {
-            let ticking = exit.is_some() || kill != Kill::Idle;
+            let live = end.exit.is_none();
+            let ticking = !live || end.kill != Kill::Idle;
             let mut read = None;
             tokio::select! {
                 biased;
-                status = child.wait(), if exit.is_none() => {
+                status = child.wait(), if live => {
                     procs::registry().leader_reaped(pid);
-                    exit = Some(match status {
-                        Ok(s) => match (s.code(), s.signal()) {
-                            (Some(code), _) => Outcome::exit_code(code),
-                            (None, Some(sig)) => Outcome::signal(sig),
-                            (None, None) => Outcome::infrastructure("wait_failed", Some(format!("unrecognised exit status {s}"))),
-                        },
-                        Err(e) => Outcome::infrastructure("wait_failed", Some(e.to_string())),
-                    });
+                    end.exit = Some(exit_outcome(status));
                 }
-                () = &mut deadline, if exit.is_none() && cause.is_none() => {
-                    cause = Some(Outcome::TimedOut);
-                    kill = group.terminate(kill, true);
+                () = &mut deadline, if live && end.cause.is_none() => {
+                    end.cause = Some(Outcome::TimedOut);
+                    end.kill = group.terminate(end.kill, true);
                 }
-                () = cancel.cancelled(), if exit.is_none() && cause.is_none() => {
-                    cause = Some(Outcome::Cancelled);
-                    kill = group.terminate(kill, true);
+                () = cancel.cancelled(), if live && end.cause.is_none() => {
+                    end.cause = Some(Outcome::Cancelled);
+                    end.kill = group.terminate(end.kill, true);
                 }
-                permit = tx.reserve(), if pending.is_some() => {
-                    match permit {
-                        Ok(p) => { if let Some(ev) = pending.take() { p.send(ev); } }
-                        // Nobody listens any more; the run is still watched to its end.
-                        Err(_) => pending = None,
-                    }
-                }
-                r = read_some(&mut out), if pending.is_none() && out.is_some() => {
+                permit = tx.reserve(), if tally.pending.is_some() => match permit {
+                    Ok(p) => { if let Some(ev) = tally.pending.take() { p.send(ev); } }
+                    // Nobody listens any more; the run is still watched to its end.
+                    Err(_) => tally.pending = None,
+                },
+                r = read_some(&mut out), if tally.pending.is_none() && out.is_some() => {
                     if r.is_none() { out = None; }
                     read = r;
                 }
-                r = read_some(&mut err), if pending.is_none() && err.is_some() => {
+                r = read_some(&mut err), if tally.pending.is_none() && err.is_some() => {
                     if r.is_none() { err = None; }
                     read = r;
                 }
@@ -212,64 +289,45 @@ impl Driver {
 
             // Checked on every pass, so a flood of output cannot starve it;
             // never once the group is gone, since its pid may be reused.
-            if gone_since.is_none() {
-                kill = group.escalate(kill, exit.is_none());
+            if end.gone_since.is_none() {
+                end.kill = group.escalate(end.kill, end.exit.is_none());
             }
-
-            if let Some((stream, mut data)) = read.filter(|_| !over_cap) {
-                let room = max_output.saturating_sub(total);
-                if data.len() as u64 > room {
-                    data.truncate(usize::try_from(room).unwrap_or(usize::MAX));
-                    over_cap = true;
-                }
-                total += data.len() as u64;
-                if !data.is_empty() {
-                    pending = Some(RunEvent::Output(OutputChunk { seq, stream, data }));
-                    seq += 1;
-                }
-                if over_cap {
-                    cause.get_or_insert(Outcome::OutputLimit);
-                    kill = group.kill_now(exit.is_none());
+            if let Some((stream, data)) = read
+                && tally.take(stream, data)
+            {
+                end.cause.get_or_insert(Outcome::OutputLimit);
+                end.kill = group.kill_now(end.exit.is_none());
+            }
+            if end.exit.is_none() {
+                continue;
+            }
+            // The leader is done. Whatever it left behind is not, until seen gone.
+            if end.gone_since.is_none() {
+                if group.gone() {
+                    end.gone_since = Some(Instant::now());
+                } else if end.kill == Kill::Idle {
+                    end.kill = group.terminate(end.kill, false);
                 }
             }
-
-            if exit.is_some() {
-                if gone_since.is_none() {
-                    if group.gone() {
-                        gone_since = Some(Instant::now());
-                    } else if kill == Kill::Idle {
-                        // The leader is done; whatever it left behind is not.
-                        kill = group.terminate(kill, false);
-                    }
+            if let Some(since) = end.gone_since
+                && tally.pending.is_none()
+            {
+                if out.is_none() && err.is_none() {
+                    break;
                 }
-                if let Some(since) = gone_since {
-                    let readers_open = out.is_some() || err.is_some();
-                    if !readers_open && pending.is_none() {
-                        break;
-                    }
-                    if since.elapsed() > grace && pending.is_none() {
-                        // Someone outside the run's group and marker holds its
-                        // output open: the run did not end cleanly, say so.
-                        tracing::warn!(
-                            pid,
-                            "output still held open by an untracked process; abandoning it"
-                        );
-                        escaped = true;
-                        break;
-                    }
+                if since.elapsed() > grace {
+                    // Someone outside the run's group and marker holds its
+                    // output open: the run did not end cleanly, say so.
+                    tracing::warn!(
+                        pid,
+                        "output still held open by an untracked process; abandoning it"
+                    );
+                    end.escaped = true;
+                    break;
                 }
             }
         }
         procs::registry().run_ended();
-        let outcome = match (cause, exit) {
-            (Some(c), _) => c,
-            (None, Some(_)) if escaped => Outcome::infrastructure(
-                "escaped_process",
-                Some("a process outside the run's group still held its output open; it could not be found to kill".into()),
-            ),
-            (None, Some(e)) => e,
-            (None, None) => Outcome::infrastructure("wait_failed", None),
-        };
-        let _ = tx.send(RunEvent::Finished(outcome)).await;
+        let _ = tx.send(RunEvent::Finished(end.outcome())).await;
     }
 }

@@ -149,3 +149,29 @@ fn an_escapee_with_an_empty_environment_dies_with_its_run() {
     let escapee: i64 = stdout.trim().parse().unwrap();
     assert!(!alive(escapee), "escapee {escapee} outlived its run");
 }
+
+/// The child is spawned on std's posix_spawn path (clone with CLONE_VM |
+/// CLONE_VFORK), which a `pre_exec` hook would turn into a plain fork.
+#[test]
+fn children_are_spawned_without_a_fork() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    let status = std::process::Command::new("strace")
+        .args(["-f", "-e", "trace=clone,clone3,fork,vfork", "-o"])
+        .arg(&trace)
+        .args([BIN, "run", "--", "/bin/true"])
+        .env_clear()
+        .env("PATH", "/usr/bin:/bin")
+        .current_dir(dir.path())
+        .status()
+        .expect("strace is needed for this test (apt-get install strace)");
+    assert!(status.success());
+    let trace = std::fs::read_to_string(trace).unwrap();
+    let spawns: Vec<&str> = trace
+        .lines()
+        .filter(|l| !l.contains("CLONE_THREAD") && !l.contains("resumed>"))
+        .filter(|l| l.contains("clone") || l.contains("fork"))
+        .collect();
+    assert_eq!(spawns.len(), 1, "{trace}");
+    assert!(spawns[0].contains("CLONE_VM|CLONE_VFORK"), "{}", spawns[0]);
+}
