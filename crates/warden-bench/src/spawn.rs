@@ -4,7 +4,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use warden_core::{Outcome, RunId, RunSpec, StdinMode, Terminal};
+use warden_core::{Outcome, RunId, RunSpec};
 use warden_exec::{RunEvent, Supervisor, SupervisorConfig};
 
 use crate::{timed, verdict};
@@ -13,15 +13,12 @@ const PROGRAM: &str = "/bin/true";
 
 pub async fn run(runs: usize) -> anyhow::Result<()> {
     let supervisor = Supervisor::new(SupervisorConfig::default()).context("supervisor")?;
-    let spec = RunSpec {
-        argv: vec![PROGRAM.into()],
-        cwd: "/".into(),
-        env: vec![],
-        timeout: Duration::from_secs(30),
-        max_output: 1 << 20,
-        terminal: Terminal::Pipes,
-        stdin: StdinMode::Closed,
-    };
+    let spec = RunSpec::new(
+        vec![PROGRAM.into()],
+        "/".into(),
+        Duration::from_secs(30),
+        1 << 20,
+    );
     // Warm both paths (page cache, runtime threads) before timing.
     for _ in 0..50 {
         supervised(&supervisor, &spec).await?;

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use warden_core::{Outcome, RunId, RunRecord, RunSpec, StdinMode, Terminal};
+use warden_core::{Outcome, RunId, RunRecord, RunSpec};
 use warden_store::{CommitMode, Store};
 
 use crate::{percentile, verdict};
@@ -154,13 +154,10 @@ fn fsync_latency(dir: &Path) -> anyhow::Result<Duration> {
 }
 
 fn spec() -> RunSpec {
-    RunSpec {
-        argv: vec!["true".into()],
-        cwd: "/".into(),
-        env: vec![],
-        timeout: Duration::from_secs(60),
-        max_output: 1024,
-        terminal: Terminal::Pipes,
-        stdin: StdinMode::Closed,
-    }
+    RunSpec::new(
+        vec!["true".into()],
+        "/".into(),
+        Duration::from_secs(60),
+        1024,
+    )
 }

@@ -71,6 +71,19 @@ pub struct RunSpec {
 }
 
 impl RunSpec {
+    /// A spec with pipes, closed stdin and no extra environment.
+    pub fn new(argv: Vec<String>, cwd: PathBuf, timeout: Duration, max_output: u64) -> Self {
+        Self {
+            argv,
+            cwd,
+            env: Vec::new(),
+            timeout,
+            max_output,
+            terminal: Terminal::Pipes,
+            stdin: StdinMode::Closed,
+        }
+    }
+
     /// Checks every field against `limits`; the error names the offending field.
     pub fn validate(&self, limits: &RunLimits) -> Result<(), CoreError> {
         let Some(program) = self.argv.first() else {

@@ -113,25 +113,6 @@ impl Store {
         rx.await.map_err(|_| StoreError::Closed)?
     }
 
-    /// Like [`Store::write`], blocking the calling (non-async) thread.
-    pub fn write_blocking<R, F>(&self, f: F) -> Result<R, StoreError>
-    where
-        R: Send + 'static,
-        F: FnOnce(&Connection) -> Result<R, StoreError> + Send + 'static,
-    {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Result<R, StoreError>>(1);
-        let job: Job = Box::new(move |conn| {
-            let result = f(conn);
-            let ok = result.is_ok();
-            let done: Completer = Box::new(move |commit| {
-                let _ = tx.send(commit.and(result));
-            });
-            (ok, done)
-        });
-        self.submit(job)?;
-        rx.recv().map_err(|_| StoreError::Closed)?
-    }
-
     fn submit(&self, job: Job) -> Result<(), StoreError> {
         let guard = self.inner.jobs.lock().map_err(|_| StoreError::Closed)?;
         guard

@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use warden_core::{Outcome, RunId, RunSpec, StdinMode, Terminal};
+use warden_core::{Outcome, RunId, RunSpec};
 use warden_exec::{OutputChunk, RunEvent, RunHandle, Supervisor, SupervisorConfig};
 
 pub fn supervisor(grace_ms: u64) -> Supervisor {
@@ -14,15 +14,12 @@ pub fn supervisor(grace_ms: u64) -> Supervisor {
 }
 
 pub fn spec(argv: &[&str]) -> RunSpec {
-    RunSpec {
-        argv: argv.iter().map(|s| s.to_string()).collect(),
-        cwd: "/".into(),
-        env: vec![],
-        timeout: Duration::from_secs(30),
-        max_output: 1 << 20,
-        terminal: Terminal::Pipes,
-        stdin: StdinMode::Closed,
-    }
+    RunSpec::new(
+        argv.iter().map(|s| s.to_string()).collect(),
+        "/".into(),
+        Duration::from_secs(30),
+        1 << 20,
+    )
 }
 
 pub fn sh(script: &str) -> RunSpec {

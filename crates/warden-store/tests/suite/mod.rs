@@ -4,7 +4,7 @@ mod runs;
 
 use std::time::Duration;
 
-use warden_core::{RunRecord, RunSpec, StdinMode, Terminal};
+use warden_core::{RunRecord, RunSpec};
 use warden_store::{CommitMode, Store};
 
 pub fn open(dir: &tempfile::TempDir) -> Store {
@@ -12,13 +12,10 @@ pub fn open(dir: &tempfile::TempDir) -> Store {
 }
 
 pub fn record() -> RunRecord {
-    RunRecord::new(RunSpec {
-        argv: vec!["echo".into(), "hi".into()],
-        cwd: "/".into(),
-        env: vec![],
-        timeout: Duration::from_secs(5),
-        max_output: 1024,
-        terminal: Terminal::Pipes,
-        stdin: StdinMode::Closed,
-    })
+    RunRecord::new(RunSpec::new(
+        vec!["echo".into(), "hi".into()],
+        "/".into(),
+        Duration::from_secs(5),
+        1024,
+    ))
 }
