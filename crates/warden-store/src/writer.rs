@@ -129,12 +129,19 @@ fn publish_last_seq(conn: &Connection, committed: &watch::Sender<u64>) {
     let last = conn
         .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events")
         .and_then(|mut s| s.query_row([], |r| r.get::<_, i64>(0)));
-    if let Ok(seq) = last {
-        let seq = seq.max(0) as u64;
-        committed.send_if_modified(|cur| {
-            let changed = seq > *cur;
-            *cur = seq.max(*cur);
-            changed
-        });
+    match last {
+        Ok(seq) => {
+            let seq = seq.max(0) as u64;
+            committed.send_if_modified(|cur| {
+                let changed = seq > *cur;
+                *cur = seq.max(*cur);
+                changed
+            });
+        }
+        Err(e) => {
+            // Wake the streams anyway: they re-read the log themselves.
+            tracing::error!(error = %e, "cannot read the newest event sequence after a commit");
+            committed.send_modify(|_| ());
+        }
     }
 }

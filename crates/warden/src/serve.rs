@@ -52,6 +52,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
         defaults: Arc::new(config.runs.clone()),
         workspace: std::env::current_dir().context("cannot read the current directory")?,
+        streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
     };
     let app = server::router(state, config.operator_token.clone());
 

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::http::StatusCode;
 use axum::response::IntoResponse;
+use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tower_http::catch_panic::CatchPanicLayer;
 use warden_store::Store;
@@ -33,7 +34,12 @@ pub struct AppState {
     pub defaults: Arc<RunsConfig>,
     /// Where runs without a `cwd` run: the directory `warden serve` started in.
     pub workspace: PathBuf,
+    /// Open event streams are capped: each can hold a page of output in memory.
+    pub streams: Arc<Semaphore>,
 }
+
+/// The most event streams open at once.
+pub const MAX_EVENT_STREAMS: usize = 256;
 
 /// The whole HTTP surface. `token` protects `/api/v1/*` when set.
 pub fn router(state: AppState, token: Option<String>) -> Router {

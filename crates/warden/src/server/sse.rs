@@ -5,10 +5,11 @@
 
 use std::collections::HashMap;
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::extract::{Path, Query, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use base64::Engine;
 use futures_util::Stream;
@@ -18,7 +19,7 @@ use tokio_stream::wrappers::ReceiverStream;
 use warden_store::EventRecord;
 
 use super::runs_api::parse_id;
-use super::{ApiError, AppState};
+use super::{ApiError, AppState, MAX_EVENT_STREAMS};
 
 const PAGE: u32 = 256;
 
@@ -44,8 +45,18 @@ pub async fn run_events(
         None => after_param(&query)?,
     };
     let run = state.store.get_run(id).await?;
+    let permit = Arc::clone(&state.streams)
+        .try_acquire_owned()
+        .map_err(|_| {
+            ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too_many_streams",
+                format!("{MAX_EVENT_STREAMS} event streams are open, the maximum; retry later"),
+            )
+        })?;
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(32);
     tokio::spawn(async move {
+        let _permit = permit;
         let mut committed = state.store.committed();
         let mut after = after;
         // A run that had ended when the client connected has all its events
