@@ -5,6 +5,7 @@
 //! Keeping it in one task (no reader tasks, no internal channel) keeps the
 //! per-run cost close to a bare spawn+wait.
 
+use std::cell::Cell;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
@@ -22,6 +23,14 @@ use crate::supervisor::RunEvent;
 /// How often membership is re-checked while a run is being torn down.
 const TICK: Duration = Duration::from_millis(10);
 
+/// How long processes may survive SIGKILL before the run is reported as
+/// holding an unkillable process (stuck in the kernel, or not ours to kill).
+const KILL_LIMIT: Duration = Duration::from_secs(10);
+
+/// The least time allowed for reading the last output once every process
+/// is gone (pipes normally report end of file at once).
+const DRAIN_MIN: Duration = Duration::from_secs(1);
+
 /// Where the kill escalation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kill {
@@ -29,8 +38,10 @@ enum Kill {
     Term {
         escalate_at: Instant,
     },
-    /// SIGKILL sent; sent again at `again_at` in case a dying process forked.
+    /// SIGKILL first sent at `since`; sent again at `again_at` in case a
+    /// dying process forked.
     Killed {
+        since: Instant,
         again_at: Instant,
     },
 }
@@ -87,25 +98,49 @@ struct Group {
     pid: i32,
     marker: Vec<u8>,
     grace: Duration,
+    /// Set once the group was seen empty: from then on its id may be reused
+    /// by an unrelated process group, so it is never signalled again.
+    empty: Cell<bool>,
 }
 
 impl Group {
+    /// The group id, while it may still be signalled.
+    fn pgid(&self) -> Option<i32> {
+        (!self.empty.get()).then_some(self.pid)
+    }
+
+    fn alive(&self) -> bool {
+        if self.empty.get() {
+            return false;
+        }
+        let alive = procs::group_alive(self.pid);
+        self.empty.set(!alive);
+        alive
+    }
+
+    fn members(&self, leader_alive: bool) -> Vec<i32> {
+        procs::members(leader_alive.then_some(self.pid), self.pid, &self.marker)
+    }
+
     /// SIGTERM to the group and every escaped member; SIGKILL follows after the grace period.
     fn terminate(&self, kill: Kill, leader_alive: bool) -> Kill {
         if kill != Kill::Idle {
             return kill;
         }
-        let members = procs::members(leader_alive.then_some(self.pid), &self.marker);
-        procs::signal_all(self.pid, &members, Signal::SIGTERM);
+        procs::signal_all(self.pgid(), &self.members(leader_alive), Signal::SIGTERM);
         Kill::Term {
             escalate_at: later(self.grace),
         }
     }
 
-    fn kill_now(&self, leader_alive: bool) -> Kill {
-        let members = procs::members(leader_alive.then_some(self.pid), &self.marker);
-        procs::signal_all(self.pid, &members, Signal::SIGKILL);
+    fn kill_now(&self, kill: Kill, leader_alive: bool) -> Kill {
+        procs::signal_all(self.pgid(), &self.members(leader_alive), Signal::SIGKILL);
+        let since = match kill {
+            Kill::Killed { since, .. } => since,
+            Kill::Idle | Kill::Term { .. } => Instant::now(),
+        };
         Kill::Killed {
+            since,
             again_at: Instant::now() + TICK,
         }
     }
@@ -113,17 +148,19 @@ impl Group {
     fn escalate(&self, kill: Kill, leader_alive: bool) -> Kill {
         match kill {
             Kill::Term { escalate_at } if Instant::now() >= escalate_at => {
-                self.kill_now(leader_alive)
+                self.kill_now(kill, leader_alive)
             }
             // Keep killing: a dying process may have forked on its way out.
-            Kill::Killed { again_at } if Instant::now() >= again_at => self.kill_now(leader_alive),
+            Kill::Killed { again_at, .. } if Instant::now() >= again_at => {
+                self.kill_now(kill, leader_alive)
+            }
             other => other,
         }
     }
 
     /// Whether nothing of the run is left (reaping adopted zombies on the way).
     fn gone(&self) -> bool {
-        procs::members(None, &self.marker).is_empty() && !procs::group_alive(self.pid)
+        self.members(false).is_empty() && !self.alive()
     }
 }
 
@@ -174,6 +211,14 @@ impl Tally {
     }
 }
 
+/// What kept a run from ending cleanly, found by the driver itself.
+enum Leftover {
+    /// A process outside the run's group and marker held its output open.
+    Escaped,
+    /// Processes survived SIGKILL for [`KILL_LIMIT`].
+    Unkillable(Vec<i32>),
+}
+
 /// How the run is ending: what the leader did, why we intervened, and
 /// whether everything of it is gone.
 struct Ending {
@@ -184,23 +229,34 @@ struct Ending {
     kill: Kill,
     /// When no process of the run was left; no signals are sent after it.
     gone_since: Option<Instant>,
-    /// Its output was still held open by a process we could not find.
-    escaped: bool,
+    /// Something of the run outlived it; this outranks everything else.
+    leftover: Option<Leftover>,
 }
 
 impl Ending {
     fn outcome(self) -> Outcome {
-        match (self.cause, self.exit) {
-            (Some(c), _) => c,
-            (None, Some(_)) if self.escaped => Outcome::infrastructure(
+        let ended = match (&self.cause, &self.exit) {
+            (Some(c), _) => c.describe(),
+            (None, Some(e)) => format!("the program {}", e.describe()),
+            (None, None) => "the program did not exit".to_owned(),
+        };
+        match (self.leftover, self.cause, self.exit) {
+            (Some(Leftover::Escaped), _, _) => Outcome::infrastructure(
                 "escaped_process",
-                Some(
-                    "a process outside the run's group still held its output open; it could not be found to kill"
-                        .into(),
-                ),
+                Some(format!(
+                    "{ended}, but a process outside the run's group still held its output open and could not be found to kill"
+                )),
             ),
-            (None, Some(e)) => e,
-            (None, None) => Outcome::infrastructure("wait_failed", None),
+            (Some(Leftover::Unkillable(pids)), _, _) => Outcome::infrastructure(
+                "unkillable_process",
+                Some(format!(
+                    "{ended}, but processes {pids:?} survived SIGKILL for {} s",
+                    KILL_LIMIT.as_secs()
+                )),
+            ),
+            (None, Some(c), _) => c,
+            (None, None, Some(e)) => e,
+            (None, None, None) => Outcome::infrastructure("wait_failed", None),
         }
     }
 }
@@ -232,7 +288,12 @@ impl Driver {
             grace,
             max_output,
         } = self;
-        let group = Group { pid, marker, grace };
+        let group = Group {
+            pid,
+            marker,
+            grace,
+            empty: Cell::new(false),
+        };
         let [mut out, mut err] = sources;
         let mut tally = Tally {
             max_output,
@@ -246,7 +307,7 @@ impl Driver {
             cause: None,
             kill: Kill::Idle,
             gone_since: None,
-            escaped: false,
+            leftover: None,
         };
         let mut tick = interval(TICK);
         tick.set_missed_tick_behavior(MissedTickBehavior::Delay);
@@ -291,12 +352,26 @@ impl Driver {
             // never once the group is gone, since its pid may be reused.
             if end.gone_since.is_none() {
                 end.kill = group.escalate(end.kill, end.exit.is_none());
+                if let Kill::Killed { since, .. } = end.kill
+                    && since.elapsed() > KILL_LIMIT
+                {
+                    let left = group.members(end.exit.is_none());
+                    tracing::error!(
+                        pid,
+                        ?left,
+                        "processes of the run survive SIGKILL; giving up on them"
+                    );
+                    end.leftover = Some(Leftover::Unkillable(left));
+                    break;
+                }
             }
             if let Some((stream, data)) = read
                 && tally.take(stream, data)
             {
                 end.cause.get_or_insert(Outcome::OutputLimit);
-                end.kill = group.kill_now(end.exit.is_none());
+                if end.gone_since.is_none() {
+                    end.kill = group.kill_now(end.kill, end.exit.is_none());
+                }
             }
             if end.exit.is_none() {
                 continue;
@@ -315,14 +390,14 @@ impl Driver {
                 if out.is_none() && err.is_none() {
                     break;
                 }
-                if since.elapsed() > grace {
+                if since.elapsed() > grace.max(DRAIN_MIN) {
                     // Someone outside the run's group and marker holds its
                     // output open: the run did not end cleanly, say so.
                     tracing::warn!(
                         pid,
                         "output still held open by an untracked process; abandoning it"
                     );
-                    end.escaped = true;
+                    end.leftover = Some(Leftover::Escaped);
                     break;
                 }
             }

@@ -70,10 +70,12 @@ pub(crate) fn group_alive(pgid: i32) -> bool {
     !matches!(killpg(Pid::from_raw(pgid), None), Err(Errno::ESRCH))
 }
 
-/// Sends `sig` to the group and to each listed process. Gone ones are
+/// Sends `sig` to the group (unless it is known gone: its id may then
+/// belong to someone else) and to each listed process. Gone ones are
 /// ignored; a refusal (EPERM) is logged, since that process may outlive us.
-pub(crate) fn signal_all(pgid: i32, members: &[i32], sig: Signal) {
-    if let Err(e) = killpg(Pid::from_raw(pgid), sig)
+pub(crate) fn signal_all(pgid: Option<i32>, members: &[i32], sig: Signal) {
+    if let Some(pgid) = pgid
+        && let Err(e) = killpg(Pid::from_raw(pgid), sig)
         && e != Errno::ESRCH
     {
         tracing::warn!(pgid, signal = %sig, error = %e, "cannot signal the run's process group");
@@ -119,11 +121,20 @@ fn children_of(pid: i32) -> Vec<i32> {
     out
 }
 
-/// The state letter from `/proc/<pid>/stat` (`Z` for a zombie).
-fn process_state(pid: i32) -> Option<u8> {
+/// The state letter (`Z` for a zombie) and process group from `/proc/<pid>/stat`.
+fn process_stat(pid: i32) -> Option<(u8, i32)> {
     let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
     let close = s.iter().rposition(|&b| b == b')')?;
-    s.get(close + 2).copied()
+    // After ") ": state, ppid, pgrp, …
+    let rest = std::str::from_utf8(s.get(close + 2..)?).ok()?;
+    let mut fields = rest.split_ascii_whitespace();
+    let state = *fields.next()?.as_bytes().first()?;
+    let pgrp = fields.nth(1)?.parse().ok()?;
+    Some((state, pgrp))
+}
+
+fn process_state(pid: i32) -> Option<u8> {
+    process_stat(pid).map(|(state, _)| state)
 }
 
 /// Whether the process's environment carries `marker`. False when it cannot
@@ -141,28 +152,37 @@ pub(crate) fn marker_bytes(run_marker: &str) -> Vec<u8> {
 }
 
 /// Every live process of the run outside what `killpg` reaches for sure:
-/// the leader's descendants and the adopted orphans carrying `marker`, with
-/// their descendants; while this is the only live run, every adopted orphan
-/// (it can belong to no other run). Reaps adopted zombies on the way.
-pub(crate) fn members(leader: Option<i32>, marker: &[u8]) -> Vec<i32> {
+/// the leader's descendants, and the adopted orphans that are the run's (in
+/// its process group, carrying its marker, or, while this is the only live
+/// run, any: an orphan can belong to no other run) with their descendants.
+///
+/// Adopted zombies are reaped on the way; a reaped orphan's own children are
+/// handed to us at that moment, so the scan repeats until a pass reaps none.
+pub(crate) fn members(leader: Option<i32>, pgid: i32, marker: &[u8]) -> Vec<i32> {
     let mut roots: Vec<i32> = leader.into_iter().collect();
     {
         let registry = registry();
-        for child in adopted_children() {
-            if registry.is_leader(child) {
-                continue;
+        for _pass in 0..16 {
+            let mut reaped = false;
+            for child in adopted_children() {
+                if registry.is_leader(child) {
+                    continue;
+                }
+                match process_stat(child) {
+                    Some((b'Z', _)) => {
+                        let _ = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG));
+                        reaped = true;
+                    }
+                    Some((_, pgrp))
+                        if pgrp == pgid || registry.live_runs <= 1 || has_marker(child, marker) =>
+                    {
+                        roots.push(child)
+                    }
+                    Some(_) | None => {}
+                }
             }
-            match process_state(child) {
-                Some(b'Z') => {
-                    let _ = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG));
-                }
-                // With one live run, every adopted orphan is its own (or a
-                // leftover that must not live on either), marker or not.
-                Some(_) if registry.live_runs <= 1 || has_marker(child, marker) => {
-                    roots.push(child)
-                }
-                Some(_) => {}
-                None => {}
+            if !reaped {
+                break;
             }
         }
     }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use warden_core::{CoreError, Outcome, RunId, RunLimits, RunRecord, RunSpec};
+use warden_core::{CoreError, Outcome, RunId, RunLimits, RunRecord, RunSpec, RunState};
 use warden_exec::{Canceller, RunEvent, RunHandle, SpawnError, Supervisor};
 use warden_store::{Store, StoreError};
 
@@ -139,11 +139,11 @@ impl RunService {
         actor: &str,
         permit: OwnedSemaphorePermit,
     ) -> Result<RunRecord, RunError> {
-        let id = self
+        let mut record = self
             .store
             .create_run(RunRecord::new(spec.clone()), actor)
-            .await?
-            .id;
+            .await?;
+        let id = record.id;
         let (done_tx, done) = watch::channel(false);
         let spawned = {
             let mut live = self.live();
@@ -176,7 +176,9 @@ impl RunService {
                 return Ok(self.store.get_run(id).await?);
             }
         };
-        if let Err(e) = self.store.mark_started(id, handle.pid()).await {
+        let pid = handle.pid();
+        let started = self.store.mark_started(id, pid).await;
+        if let Err(e) = &started {
             // Unrecorded work must not run: stop it and report why.
             tracing::error!(run = %id, error = %e, "cannot record run start; stopping it");
             self.request_stop(id, Stop::StoreFailed);
@@ -188,7 +190,20 @@ impl RunService {
             let _ = done_tx.send(true);
             drop(permit);
         });
-        Ok(self.store.get_run(id).await?)
+        // The run exists now: never answer with an error a client would retry
+        // into a duplicate. If the store cannot be read back, answer with
+        // what was observed here.
+        match self.store.get_run(id).await {
+            Ok(run) => Ok(run),
+            Err(e) => {
+                tracing::warn!(run = %id, error = %e, "cannot read back a started run; answering from memory");
+                if started.is_ok() {
+                    record.state = RunState::Running;
+                    record.pid = Some(pid);
+                }
+                Ok(record)
+            }
+        }
     }
 
     /// Saves output as it comes and the outcome at the end.
@@ -306,9 +321,17 @@ impl RunService {
                 })
                 .collect()
         };
-        let limit = self.grace().saturating_add(Duration::from_secs(5));
+        // The supervisor gives up on unkillable processes after 10 s of
+        // SIGKILL; allow for that, the grace period and saving the outcome.
+        let deadline =
+            tokio::time::Instant::now() + self.grace().saturating_add(Duration::from_secs(15));
         for mut w in waits {
-            let _ = tokio::time::timeout(limit, w.wait_for(|d| *d)).await;
+            let _ = tokio::time::timeout_at(deadline, w.wait_for(|d| *d)).await;
+        }
+        let stuck: Vec<RunId> = self.live().runs.keys().copied().collect();
+        for id in stuck {
+            let killed = warden_exec::kill_orphaned_run(&id.to_string());
+            tracing::error!(run = %id, killed, "run did not finish before shutdown; its record stays running until the next start settles it");
         }
     }
 }

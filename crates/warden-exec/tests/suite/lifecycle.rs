@@ -148,3 +148,24 @@ async fn sigkill_is_not_starved_by_a_flood_of_output() {
         started.elapsed()
     );
 }
+
+/// With other runs live, an orphan is the run's if it is in the run's
+/// process group, even without the marker; the escapee below it is found
+/// through it.
+#[tokio::test(flavor = "multi_thread")]
+async fn unmarked_escapee_under_an_unmarked_group_member_dies() {
+    let sup = supervisor(300);
+    let other = start(&sup, &sh("exec sleep 1000"));
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = sh(concat!(
+        "( exec env -i /bin/sh -c 'setsid /bin/sh -c \"echo \\$\\$ > pid; exec /bin/sleep 1000\" & exec /bin/sleep 1000' ) & ",
+        "while [ ! -s pid ]; do sleep 0.01; done; cat pid"
+    ));
+    s.cwd = dir.path().to_path_buf();
+    let (chunks, outcome) = finish(start(&sup, &s)).await;
+    assert_eq!(outcome, Outcome::Completed);
+    let escapee = first_pid(&chunks);
+    assert!(!alive(escapee), "escapee {escapee} outlived its run");
+    other.canceller().cancel();
+    assert_eq!(finish(other).await.1, Outcome::Cancelled);
+}

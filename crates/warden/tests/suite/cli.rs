@@ -56,6 +56,12 @@ fn each_outcome_has_its_exit_code() {
     assert_eq!(code, 124);
     let (code, stdout, _) = run(&["--max-output", "1K", "--", "yes"]);
     assert_eq!((code, stdout.len()), (123, 1024));
+    // No grace at all still keeps every byte of output and the true outcome.
+    let (code, stdout, stderr) = run(&["--grace", "0", "--", "sh", "-c", "echo hi; echo err >&2"]);
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (0, "hi\n", "err\n")
+    );
     let (code, _, _) = run(&["--", "sh", "-c", "kill -9 $$"]);
     assert_eq!(code, 137);
     let (code, stdout, _) = run(&[
