@@ -6,10 +6,14 @@ pub mod error;
 pub mod id;
 pub mod outcome;
 pub mod run;
+pub mod task;
 pub mod time;
 
 pub use error::CoreError;
 pub use id::RunId;
 pub use outcome::{FailureKind, Outcome};
 pub use run::{RunLimits, RunRecord, RunSpec, RunState, StdinMode, Terminal};
+pub use task::{
+    Artifact, Message, Part, PartContent, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus,
+};
 pub use time::Timestamp;

@@ -1,0 +1,4 @@
+//! Wire shapes per protocol version.
+
+pub mod v03;
+pub mod v1;
