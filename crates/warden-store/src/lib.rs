@@ -12,9 +12,11 @@ mod events;
 mod runs;
 mod schema;
 mod store;
+mod tasks;
 mod writer;
 
 pub use audit::AuditEntry;
 pub use error::StoreError;
 pub use events::EventRecord;
 pub use store::{CommitMode, Store};
+pub use tasks::{TaskFilter, TaskPage};

@@ -61,6 +61,37 @@ const MIGRATIONS: &[&str] = &[
     CREATE TRIGGER audit_no_delete BEFORE DELETE ON audit
         BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
     "#,
+    // 2: A2A tasks, their history and artifacts.
+    r#"
+    CREATE TABLE tasks (
+        id         TEXT PRIMARY KEY,
+        instance   TEXT NOT NULL,
+        context_id TEXT NOT NULL,
+        state      TEXT NOT NULL,
+        status     TEXT NOT NULL,
+        metadata   TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL
+    );
+    -- ListTasks: newest status first, per instance, with a stable cursor.
+    CREATE INDEX tasks_list ON tasks(instance, updated_at DESC, id DESC);
+    CREATE INDEX tasks_context ON tasks(instance, context_id);
+
+    CREATE TABLE task_history (
+        task_id TEXT NOT NULL REFERENCES tasks(id),
+        seq     INTEGER NOT NULL,
+        message TEXT NOT NULL,
+        PRIMARY KEY (task_id, seq)
+    ) WITHOUT ROWID;
+
+    CREATE TABLE task_artifacts (
+        task_id     TEXT NOT NULL REFERENCES tasks(id),
+        artifact_id TEXT NOT NULL,
+        ord         INTEGER NOT NULL,
+        artifact    TEXT NOT NULL,
+        PRIMARY KEY (task_id, artifact_id)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -1,6 +1,7 @@
 mod audit;
 mod commit;
 mod runs;
+mod tasks;
 
 use std::time::Duration;
 
