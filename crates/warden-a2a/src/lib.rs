@@ -5,8 +5,11 @@
 //! No I/O here; the server bindings sit beside this crate.
 #![forbid(unsafe_code)]
 
+pub mod engine;
 pub mod error;
+pub mod instance;
 pub mod jsonrpc;
+pub mod server;
 pub mod version;
 pub mod wire;
 

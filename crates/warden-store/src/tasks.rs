@@ -242,6 +242,31 @@ impl Store {
         .await
     }
 
+    /// How many tasks of `instance` match `filter`.
+    pub async fn count_tasks(&self, instance: &str, filter: TaskFilter) -> Result<u64, StoreError> {
+        let instance = instance.to_owned();
+        self.read(move |c| {
+            let n: i64 = c
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM tasks WHERE instance = ?1
+                       AND (?2 IS NULL OR context_id = ?2)
+                       AND (?3 IS NULL OR state = ?3)
+                       AND (?4 IS NULL OR updated_at >= ?4)",
+                )?
+                .query_row(
+                    params![
+                        instance,
+                        filter.context_id,
+                        filter.state.map(TaskState::as_str),
+                        filter.updated_after.map(|t| t.as_millis() as i64)
+                    ],
+                    |r| r.get(0),
+                )?;
+            Ok(n.max(0) as u64)
+        })
+        .await
+    }
+
     /// Tasks of `instance`, newest status first, `page_size` at a time.
     /// A malformed `page_token` is refused.
     pub async fn list_tasks(

@@ -54,7 +54,15 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         workspace: std::env::current_dir().context("cannot read the current directory")?,
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
     };
-    let app = server::router(state, config.operator_token.clone());
+    let a2a = warden_a2a::server::A2aState {
+        engine: warden_a2a::engine::TaskEngine::new(store.clone()),
+        instances: Arc::new(warden_a2a::instance::Instances::default_only()),
+    };
+    let app = server::router(
+        state,
+        config.operator_token.clone(),
+        warden_a2a::server::router(a2a),
+    );
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await

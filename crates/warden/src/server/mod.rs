@@ -41,8 +41,9 @@ pub struct AppState {
 /// The most event streams open at once.
 pub const MAX_EVENT_STREAMS: usize = 256;
 
-/// The whole HTTP surface. `token` protects `/api/v1/*` when set.
-pub fn router(state: AppState, token: Option<String>) -> Router {
+/// The whole HTTP surface. `token` protects `/api/v1/*` when set; `a2a` is
+/// the agents' own surface (cards and JSON-RPC), open as A2A expects.
+pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
     let api = runs_api::router(state.clone()).layer(axum::middleware::from_fn_with_state(
         auth::OperatorAuth::new(token),
         auth::require_operator,
@@ -50,6 +51,7 @@ pub fn router(state: AppState, token: Option<String>) -> Router {
     Router::new()
         .merge(health::router(state))
         .merge(api)
+        .merge(a2a)
         .fallback(|| async { ApiError::new(StatusCode::NOT_FOUND, "no_route", "no such route") })
         .method_not_allowed_fallback(|| async {
             ApiError::new(

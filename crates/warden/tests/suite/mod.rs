@@ -1,3 +1,4 @@
+mod a2a;
 mod api;
 mod cli;
 mod harness;

@@ -1,0 +1,362 @@
+//! The task engine: turns a client's message into a task, runs the
+//! instance's runtime, and answers get, list and cancel from the store.
+//! Everything a client is told has been saved first.
+
+use warden_core::{
+    Artifact, Message, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus, Timestamp,
+};
+use warden_store::{Store, StoreError, TaskFilter};
+
+use crate::instance::{Instance, Runtime};
+use crate::jsonrpc::A2aError;
+
+/// How a send should answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct SendOptions {
+    /// At most this many recent messages in the returned history (0: none).
+    pub history_length: Option<usize>,
+    /// Return at once (with the task as created) instead of waiting for a
+    /// terminal or interrupted state.
+    pub return_immediately: bool,
+}
+
+/// A page of tasks for `ListTasks`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListResult {
+    /// The tasks, newest status first.
+    pub tasks: Vec<Task>,
+    /// Empty on the last page.
+    pub next_page_token: String,
+    /// The page size used.
+    pub page_size: u32,
+    /// How many tasks match, across all pages.
+    pub total_size: u64,
+}
+
+/// The `ListTasks` parameters, already parsed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ListQuery {
+    /// The conversation filter, the state filter and the time filter.
+    pub filter: TaskFilter,
+    /// 1..=100, default 50.
+    pub page_size: Option<u32>,
+    /// From a previous answer.
+    pub page_token: Option<String>,
+    /// As in [`SendOptions`].
+    pub history_length: Option<usize>,
+    /// Artifacts are left out unless asked for.
+    pub include_artifacts: bool,
+}
+
+/// Runs tasks for the instances of one server.
+#[derive(Debug, Clone)]
+pub struct TaskEngine {
+    store: Store,
+}
+
+fn store_error(e: StoreError, task: &str) -> A2aError {
+    if e.is_not_found() {
+        return A2aError::TaskNotFound(task.to_owned());
+    }
+    tracing::error!(error = %e, task, "store failure answering an A2A request");
+    A2aError::Internal
+}
+
+/// Keeps the last `n` messages (`Some(0)`: none; `None`: all).
+pub fn trim_history(mut task: Task, n: Option<usize>) -> Task {
+    if let Some(n) = n {
+        let skip = task.history.len().saturating_sub(n);
+        task.history.drain(..skip);
+    }
+    task
+}
+
+fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
+    TaskStatus {
+        state,
+        message,
+        timestamp: Some(Timestamp::now()),
+    }
+}
+
+impl TaskEngine {
+    /// An engine over `store`.
+    pub fn new(store: Store) -> Self {
+        Self { store }
+    }
+
+    /// The store, for event streams.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn owned_task(&self, instance: &Instance, id: &str) -> Result<Task, A2aError> {
+        let task_id: TaskId = id
+            .parse()
+            .map_err(|_| A2aError::TaskNotFound(id.to_owned()))?;
+        let (owner, task) = self
+            .store
+            .get_task(task_id)
+            .await
+            .map_err(|e| store_error(e, id))?;
+        // Another instance's task does not exist here.
+        if owner != instance.name {
+            return Err(A2aError::TaskNotFound(id.to_owned()));
+        }
+        Ok(task)
+    }
+
+    /// Starts a task for `message` (or continues the one it names) and
+    /// answers with the task once it ended or was interrupted, or at once
+    /// with `return_immediately`.
+    pub async fn send(
+        &self,
+        instance: &Instance,
+        mut message: Message,
+        opts: SendOptions,
+    ) -> Result<Task, A2aError> {
+        if message.role != Role::User {
+            return Err(A2aError::InvalidParams {
+                field: "message.role".into(),
+                message: "a client sends user messages".into(),
+            });
+        }
+        let task = match message.task_id.clone() {
+            Some(id) => {
+                let task = self.owned_task(instance, &id).await?;
+                if task.status.state.is_terminal() {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "task {id} has ended ({}); send without taskId to start a new task",
+                        task.status.state.as_str()
+                    )));
+                }
+                if message
+                    .context_id
+                    .as_ref()
+                    .is_some_and(|c| *c != task.context_id)
+                {
+                    return Err(A2aError::InvalidParams {
+                        field: "message.contextId".into(),
+                        message: format!("task {id} belongs to context {}", task.context_id),
+                    });
+                }
+                message.context_id = Some(task.context_id.clone());
+                self.store
+                    .add_task_message(task.id, message.clone())
+                    .await
+                    .map_err(|e| store_error(e, &id))?;
+                task
+            }
+            None => {
+                let id = TaskId::new();
+                let context_id = message
+                    .context_id
+                    .clone()
+                    .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+                message.task_id = Some(id.to_string());
+                message.context_id = Some(context_id.clone());
+                let task = Task {
+                    id,
+                    context_id,
+                    status: status(TaskState::Submitted, None),
+                    artifacts: vec![],
+                    history: vec![message.clone()],
+                    metadata: None,
+                };
+                self.store
+                    .create_task(&instance.name, task.clone())
+                    .await
+                    .map_err(|e| store_error(e, &id.to_string()))?;
+                task
+            }
+        };
+        if opts.return_immediately {
+            let engine = self.clone();
+            let runtime = instance.runtime.clone();
+            let (task_id, context_id) = (task.id, task.context_id.clone());
+            tokio::spawn(async move {
+                if let Err(e) = engine.run(&runtime, task_id, &context_id, &message).await {
+                    tracing::error!(task = %task_id, error = ?e, "task run failed");
+                }
+            });
+            return Ok(trim_history(task, opts.history_length));
+        }
+        self.run(&instance.runtime, task.id, &task.context_id, &message)
+            .await?;
+        let (_, done) = self
+            .store
+            .get_task(task.id)
+            .await
+            .map_err(|e| store_error(e, &task.id.to_string()))?;
+        Ok(trim_history(done, opts.history_length))
+    }
+
+    /// Works the task with the instance's runtime until it ends or is interrupted.
+    async fn run(
+        &self,
+        runtime: &Runtime,
+        id: TaskId,
+        context_id: &str,
+        input: &Message,
+    ) -> Result<(), A2aError> {
+        let key = id.to_string();
+        match runtime {
+            Runtime::Echo => {
+                // A cancel may land between these steps: a refused transition
+                // then means the task already ended, which is the truth.
+                let steps: [Result<u64, StoreError>; 3] = [
+                    self.store
+                        .set_task_status(id, status(TaskState::Working, None))
+                        .await,
+                    self.store
+                        .add_task_artifact(
+                            id,
+                            Artifact {
+                                artifact_id: uuid::Uuid::now_v7().to_string(),
+                                name: Some("echo".into()),
+                                description: None,
+                                parts: input.parts.clone(),
+                                metadata: None,
+                                extensions: vec![],
+                            },
+                            false,
+                            true,
+                        )
+                        .await,
+                    self.store
+                        .set_task_status(
+                            id,
+                            status(
+                                TaskState::Completed,
+                                Some(Message {
+                                    message_id: uuid::Uuid::now_v7().to_string(),
+                                    context_id: Some(context_id.to_owned()),
+                                    task_id: Some(key.clone()),
+                                    role: Role::Agent,
+                                    parts: input.parts.clone(),
+                                    metadata: None,
+                                    extensions: vec![],
+                                    reference_task_ids: vec![],
+                                }),
+                            ),
+                        )
+                        .await,
+                ];
+                for step in steps {
+                    match step {
+                        Ok(_) | Err(StoreError::Rejected(_)) => {}
+                        Err(e) => return Err(store_error(e, &key)),
+                    }
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// `GetTask`.
+    pub async fn get(
+        &self,
+        instance: &Instance,
+        id: &str,
+        history_length: Option<usize>,
+    ) -> Result<Task, A2aError> {
+        Ok(trim_history(
+            self.owned_task(instance, id).await?,
+            history_length,
+        ))
+    }
+
+    /// `CancelTask`: an ended task cannot be canceled; an echo task has no
+    /// process, so its cancellation is confirmed at once.
+    pub async fn cancel(&self, instance: &Instance, id: &str) -> Result<Task, A2aError> {
+        let task = self.owned_task(instance, id).await?;
+        if task.status.state.is_terminal() {
+            return Err(A2aError::TaskNotCancelable(format!(
+                "task {id} has already ended ({})",
+                task.status.state.as_str()
+            )));
+        }
+        match self
+            .store
+            .set_task_status(task.id, status(TaskState::Canceled, None))
+            .await
+        {
+            Ok(_) => {}
+            // It ended between the read and the write: that ending stands.
+            Err(StoreError::Rejected(_)) => {
+                return Err(A2aError::TaskNotCancelable(format!(
+                    "task {id} ended before the cancel landed"
+                )));
+            }
+            Err(e) => return Err(store_error(e, id)),
+        }
+        self.owned_task(instance, id).await
+    }
+
+    /// `ListTasks`.
+    pub async fn list(&self, instance: &Instance, q: ListQuery) -> Result<ListResult, A2aError> {
+        let page_size = q.page_size.unwrap_or(50);
+        if !(1..=100).contains(&page_size) {
+            return Err(A2aError::InvalidParams {
+                field: "pageSize".into(),
+                message: "must be from 1 to 100".into(),
+            });
+        }
+        let total_size = self
+            .store
+            .count_tasks(&instance.name, q.filter.clone())
+            .await
+            .map_err(|e| store_error(e, ""))?;
+        let page = self
+            .store
+            .list_tasks(&instance.name, q.filter, page_size, q.page_token)
+            .await
+            .map_err(|e| match e {
+                StoreError::Rejected(c) => A2aError::InvalidParams {
+                    field: "pageToken".into(),
+                    message: c.to_string(),
+                },
+                other => store_error(other, ""),
+            })?;
+        let tasks = page
+            .tasks
+            .into_iter()
+            .map(|mut t| {
+                if !q.include_artifacts {
+                    t.artifacts.clear();
+                }
+                trim_history(t, q.history_length)
+            })
+            .collect();
+        Ok(ListResult {
+            tasks,
+            next_page_token: page.next_page_token.unwrap_or_default(),
+            page_size,
+            total_size,
+        })
+    }
+}
+
+/// The event a `task.status` / `task.artifact` log entry stands for.
+pub fn event_from_log(
+    task_id: TaskId,
+    context_id: &str,
+    kind: &str,
+    body: &serde_json::Value,
+) -> Option<TaskEvent> {
+    match kind {
+        "task.status" => Some(TaskEvent::Status {
+            task_id,
+            context_id: context_id.to_owned(),
+            status: serde_json::from_value(body.get("status")?.clone()).ok()?,
+        }),
+        "task.artifact" => Some(TaskEvent::Artifact {
+            task_id,
+            context_id: context_id.to_owned(),
+            artifact: serde_json::from_value(body.get("artifact")?.clone()).ok()?,
+            append: body.get("append")?.as_bool()?,
+            last_chunk: body.get("last_chunk")?.as_bool()?,
+        }),
+        _ => None,
+    }
+}

@@ -1,0 +1,86 @@
+//! The agent card. Only what this build really serves is listed: JSON-RPC
+//! at protocol versions 1.0 and 0.3; streaming and push are `false` until
+//! they exist. A request that says `A2A-Version: 1.0` gets the pure 1.0
+//! card; one without the header (a 0.3 client) also gets the 0.3 fields.
+
+use axum::http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH};
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use crate::ProtocolVersion;
+use crate::instance::Instance;
+
+/// The card of `instance` served at `url`, in the shape `version` expects.
+pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
+    let mut card = json!({
+        "name": instance.name,
+        "description": instance.description,
+        "version": env!("CARGO_PKG_VERSION"),
+        "supportedInterfaces": [
+            { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
+            { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
+        ],
+        "capabilities": { "streaming": false, "pushNotifications": false },
+        "defaultInputModes": ["text/plain"],
+        "defaultOutputModes": ["text/plain"],
+        "skills": [{
+            "id": "echo",
+            "name": "echo",
+            "description": "Answers with the parts it was sent, as an agent message and an artifact",
+            "tags": ["echo"],
+        }],
+    });
+    if version == ProtocolVersion::V0_3 {
+        card["url"] = json!(url);
+        card["preferredTransport"] = json!("JSONRPC");
+        card["protocolVersion"] = json!("0.3.0");
+        card["additionalInterfaces"] = json!([{ "url": url, "transport": "JSONRPC" }]);
+    }
+    card
+}
+
+/// Serves the card with `ETag` (and `304` on a matching `If-None-Match`)
+/// and `Cache-Control`. An unsupported `A2A-Version` is refused.
+pub fn respond(instance: &Instance, url: &str, headers: &HeaderMap) -> Response {
+    let asked = headers.get("a2a-version").and_then(|v| v.to_str().ok());
+    let version = match ProtocolVersion::negotiate(asked) {
+        Ok(v) => v,
+        Err(e) => {
+            let err = crate::jsonrpc::A2aError::VersionNotSupported(e.message);
+            return (StatusCode::BAD_REQUEST, axum::Json(err.to_rest())).into_response();
+        }
+    };
+    let body = card(instance, url, version).to_string();
+    let etag = format!(
+        "\"{}\"",
+        &hex::encode(Sha256::digest(body.as_bytes()))[..32]
+    );
+    let matches = headers
+        .get(IF_NONE_MATCH)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"));
+    let mut resp = if matches {
+        StatusCode::NOT_MODIFIED.into_response()
+    } else {
+        (
+            [(axum::http::header::CONTENT_TYPE, "application/json")],
+            body,
+        )
+            .into_response()
+    };
+    let h = resp.headers_mut();
+    if let Ok(v) = HeaderValue::from_str(&etag) {
+        h.insert(ETAG, v);
+    }
+    h.insert(
+        CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
+    h.insert(
+        axum::http::header::VARY,
+        HeaderValue::from_static("A2A-Version"),
+    );
+    resp
+}

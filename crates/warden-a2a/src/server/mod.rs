@@ -1,0 +1,100 @@
+//! The A2A HTTP surface of an instance: its agent card and its JSON-RPC
+//! endpoint, at `/agents/{name}/` and, for the `default` instance, at `/`.
+
+mod card;
+mod rpc;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+
+use crate::engine::TaskEngine;
+use crate::instance::{DEFAULT_INSTANCE, Instances};
+use crate::jsonrpc::A2aError;
+
+/// What the A2A handlers share.
+#[derive(Clone)]
+pub struct A2aState {
+    /// Runs and answers tasks.
+    pub engine: TaskEngine,
+    /// The hosted instances.
+    pub instances: Arc<Instances>,
+}
+
+/// The A2A routes of every instance.
+pub fn router(state: A2aState) -> Router {
+    Router::new()
+        .route("/.well-known/agent-card.json", get(default_card))
+        .route(
+            "/agents/{instance}/.well-known/agent-card.json",
+            get(instance_card),
+        )
+        .route("/", post(default_rpc))
+        .route("/agents/{instance}", post(instance_rpc))
+        .route("/agents/{instance}/", post(instance_rpc))
+        .with_state(state)
+}
+
+/// The 404 for a name no instance has.
+fn no_instance(name: &str) -> Response {
+    let err = A2aError::UnsupportedOperation(format!("no instance named {name:?} is hosted here"));
+    let mut body = err.to_rest();
+    body["error"]["code"] = 404.into();
+    body["error"]["status"] = "NOT_FOUND".into();
+    (axum::http::StatusCode::NOT_FOUND, axum::Json(body)).into_response()
+}
+
+/// `http://host` as the client addressed us, for the card's URLs.
+fn base_url(headers: &HeaderMap) -> String {
+    let host = headers
+        .get(axum::http::header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("127.0.0.1:8122");
+    format!("http://{host}")
+}
+
+async fn default_card(State(state): State<A2aState>, headers: HeaderMap) -> Response {
+    match state.instances.get(DEFAULT_INSTANCE) {
+        Some(i) => card::respond(&i, &format!("{}/", base_url(&headers)), &headers),
+        None => no_instance(DEFAULT_INSTANCE),
+    }
+}
+
+async fn instance_card(
+    State(state): State<A2aState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    match state.instances.get(&name) {
+        Some(i) => card::respond(
+            &i,
+            &format!("{}/agents/{name}/", base_url(&headers)),
+            &headers,
+        ),
+        None => no_instance(&name),
+    }
+}
+
+async fn default_rpc(State(state): State<A2aState>, headers: HeaderMap, body: Bytes) -> Response {
+    match state.instances.get(DEFAULT_INSTANCE) {
+        Some(i) => rpc::handle(&state, &i, &headers, &body).await,
+        None => no_instance(DEFAULT_INSTANCE),
+    }
+}
+
+async fn instance_rpc(
+    State(state): State<A2aState>,
+    Path(name): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match state.instances.get(&name) {
+        Some(i) => rpc::handle(&state, &i, &headers, &body).await,
+        None => no_instance(&name),
+    }
+}

@@ -1,0 +1,319 @@
+//! The JSON-RPC endpoint: one envelope, two method sets (1.0 and 0.3),
+//! each answered in its own version's shapes.
+
+use axum::http::header::CONTENT_TYPE;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+use warden_core::{Message, Task, Timestamp};
+use warden_store::TaskFilter;
+
+use super::A2aState;
+use crate::ProtocolVersion;
+use crate::engine::{ListQuery, SendOptions};
+use crate::instance::Instance;
+use crate::jsonrpc::{self, A2aError, Request};
+use crate::wire::{v1, v03};
+
+fn reply(body: Value) -> Response {
+    (
+        StatusCode::OK,
+        [(CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// Answers one JSON-RPC request. Protocol errors are JSON-RPC errors with
+/// HTTP 200, as JSON-RPC prescribes.
+pub async fn handle(
+    state: &A2aState,
+    instance: &Instance,
+    headers: &HeaderMap,
+    body: &[u8],
+) -> Response {
+    let req = match Request::parse(body) {
+        Ok(r) => r,
+        Err((id, e)) => return reply(jsonrpc::error(id.as_ref(), &e)),
+    };
+    let id = req.id.clone().unwrap_or(Value::Null);
+    let asked = headers.get("a2a-version").and_then(|v| v.to_str().ok());
+    let version = match ProtocolVersion::negotiate(asked) {
+        Ok(v) => v,
+        Err(e) => {
+            return reply(jsonrpc::error(
+                Some(&id),
+                &A2aError::VersionNotSupported(e.message),
+            ));
+        }
+    };
+    let result = match version {
+        ProtocolVersion::V1_0 => v1_method(state, instance, &req).await,
+        ProtocolVersion::V0_3 => v03_method(state, instance, &req).await,
+    };
+    match result {
+        Ok(v) => reply(jsonrpc::result(&id, v)),
+        Err(e) => reply(jsonrpc::error(Some(&id), &e)),
+    }
+}
+
+/// Decodes `params`, naming the offending field on failure.
+fn params<T: DeserializeOwned>(req: &Request) -> Result<T, A2aError> {
+    let value = req.params.clone().unwrap_or_else(|| json!({}));
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let field = e.path().to_string();
+        A2aError::InvalidParams {
+            field: if field == "." { "params".into() } else { field },
+            message: e.into_inner().to_string(),
+        }
+    })
+}
+
+fn history_length(n: Option<i64>) -> Result<Option<usize>, A2aError> {
+    n.map(|n| {
+        usize::try_from(n).map_err(|_| A2aError::InvalidParams {
+            field: "historyLength".into(),
+            message: "must not be negative".into(),
+        })
+    })
+    .transpose()
+}
+
+fn invalid(e: crate::WireError, prefix: &str) -> A2aError {
+    A2aError::InvalidParams {
+        field: format!("{prefix}.{}", e.field),
+        message: e.message,
+    }
+}
+
+fn task_v1(t: &Task) -> Value {
+    serde_json::to_value(v1::Task::from(t)).unwrap_or(Value::Null)
+}
+
+fn task_v03(t: &Task) -> Value {
+    serde_json::to_value(v03::Task::from(t)).unwrap_or(Value::Null)
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct IdParams {
+    id: String,
+    #[serde(default)]
+    history_length: Option<i64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct ListParams {
+    #[serde(default)]
+    context_id: Option<String>,
+    #[serde(default)]
+    status: Option<String>,
+    #[serde(default)]
+    page_size: Option<i64>,
+    #[serde(default)]
+    page_token: Option<String>,
+    #[serde(default)]
+    history_length: Option<i64>,
+    #[serde(default)]
+    status_timestamp_after: Option<String>,
+    #[serde(default)]
+    include_artifacts: Option<bool>,
+}
+
+async fn v1_method(
+    state: &A2aState,
+    instance: &Instance,
+    req: &Request,
+) -> Result<Value, A2aError> {
+    let engine = &state.engine;
+    match req.method.as_str() {
+        "SendMessage" => {
+            let p: v1::SendMessageRequest = params(req)?;
+            let message = p.message.ok_or_else(|| A2aError::InvalidParams {
+                field: "message".into(),
+                message: "is required".into(),
+            })?;
+            let message: Message = message.try_into().map_err(|e| invalid(e, "message"))?;
+            let config = p.configuration.unwrap_or_default();
+            if config.task_push_notification_config.is_some() {
+                return Err(A2aError::PushNotificationNotSupported);
+            }
+            let opts = SendOptions {
+                history_length: history_length(config.history_length.map(i64::from))?,
+                return_immediately: config.return_immediately,
+            };
+            let task = engine.send(instance, message, opts).await?;
+            Ok(json!({ "task": task_v1(&task) }))
+        }
+        "GetTask" => {
+            let p: IdParams = params(req)?;
+            Ok(task_v1(
+                &engine
+                    .get(instance, &p.id, history_length(p.history_length)?)
+                    .await?,
+            ))
+        }
+        "CancelTask" => {
+            let p: IdParams = params(req)?;
+            Ok(task_v1(&engine.cancel(instance, &p.id).await?))
+        }
+        "ListTasks" => {
+            let p: ListParams = params(req)?;
+            let state = p
+                .status
+                .filter(|s| s != "TASK_STATE_UNSPECIFIED")
+                .map(|s| {
+                    v1::parse_state(&s).map_err(|e| A2aError::InvalidParams {
+                        field: "status".into(),
+                        message: e.message,
+                    })
+                })
+                .transpose()?;
+            let updated_after = p
+                .status_timestamp_after
+                .map(|t| {
+                    serde_json::from_value::<Timestamp>(Value::String(t)).map_err(|e| {
+                        A2aError::InvalidParams {
+                            field: "statusTimestampAfter".into(),
+                            message: e.to_string(),
+                        }
+                    })
+                })
+                .transpose()?;
+            let page_size = p
+                .page_size
+                .map(|n| {
+                    u32::try_from(n).map_err(|_| A2aError::InvalidParams {
+                        field: "pageSize".into(),
+                        message: "must be from 1 to 100".into(),
+                    })
+                })
+                .transpose()?;
+            let out = engine
+                .list(
+                    instance,
+                    ListQuery {
+                        filter: TaskFilter {
+                            context_id: p.context_id,
+                            state,
+                            updated_after,
+                        },
+                        page_size,
+                        page_token: p.page_token,
+                        history_length: history_length(p.history_length)?,
+                        include_artifacts: p.include_artifacts.unwrap_or(false),
+                    },
+                )
+                .await?;
+            Ok(json!({
+                "tasks": out.tasks.iter().map(task_v1).collect::<Vec<_>>(),
+                "nextPageToken": out.next_page_token,
+                "pageSize": out.page_size,
+                "totalSize": out.total_size,
+            }))
+        }
+        "SendStreamingMessage" | "SubscribeToTask" => Err(A2aError::UnsupportedOperation(format!(
+            "{} is not available yet: this server does not stream",
+            req.method
+        ))),
+        "CreateTaskPushNotificationConfig"
+        | "GetTaskPushNotificationConfig"
+        | "ListTaskPushNotificationConfigs"
+        | "DeleteTaskPushNotificationConfig" => Err(A2aError::PushNotificationNotSupported),
+        "GetExtendedAgentCard" => Err(A2aError::ExtendedAgentCardNotConfigured),
+        other => Err(A2aError::MethodNotFound(not_found_hint(
+            other,
+            ProtocolVersion::V1_0,
+        ))),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SendParams03 {
+    message: v03::Message,
+    #[serde(default)]
+    configuration: Option<SendConfig03>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+struct SendConfig03 {
+    #[serde(default)]
+    blocking: Option<bool>,
+    #[serde(default)]
+    history_length: Option<i64>,
+    #[serde(default)]
+    push_notification_config: Option<Value>,
+}
+
+async fn v03_method(
+    state: &A2aState,
+    instance: &Instance,
+    req: &Request,
+) -> Result<Value, A2aError> {
+    let engine = &state.engine;
+    match req.method.as_str() {
+        "message/send" => {
+            let p: SendParams03 = params(req)?;
+            let message: Message = p.message.try_into().map_err(|e| invalid(e, "message"))?;
+            let config = p.configuration.unwrap_or_default();
+            if config.push_notification_config.is_some() {
+                return Err(A2aError::PushNotificationNotSupported);
+            }
+            let opts = SendOptions {
+                history_length: history_length(config.history_length)?,
+                return_immediately: config.blocking == Some(false),
+            };
+            Ok(task_v03(&engine.send(instance, message, opts).await?))
+        }
+        "tasks/get" => {
+            let p: IdParams = params(req)?;
+            Ok(task_v03(
+                &engine
+                    .get(instance, &p.id, history_length(p.history_length)?)
+                    .await?,
+            ))
+        }
+        "tasks/cancel" => {
+            let p: IdParams = params(req)?;
+            Ok(task_v03(&engine.cancel(instance, &p.id).await?))
+        }
+        "message/stream" | "tasks/resubscribe" => Err(A2aError::UnsupportedOperation(format!(
+            "{} is not available yet: this server does not stream",
+            req.method
+        ))),
+        m if m.starts_with("tasks/pushNotificationConfig/") => {
+            Err(A2aError::PushNotificationNotSupported)
+        }
+        "agent/getAuthenticatedExtendedCard" => Err(A2aError::ExtendedAgentCardNotConfigured),
+        other => Err(A2aError::MethodNotFound(not_found_hint(
+            other,
+            ProtocolVersion::V0_3,
+        ))),
+    }
+}
+
+/// Points a client that mixed versions at the header it forgot.
+fn not_found_hint(method: &str, version: ProtocolVersion) -> String {
+    let v1 = [
+        "SendMessage",
+        "SendStreamingMessage",
+        "GetTask",
+        "ListTasks",
+        "CancelTask",
+        "SubscribeToTask",
+    ];
+    match version {
+        ProtocolVersion::V0_3 if v1.contains(&method) => {
+            format!("{method} (a 1.0 method; send the header A2A-Version: 1.0)")
+        }
+        ProtocolVersion::V1_0 if method.contains('/') => {
+            format!("{method} (a 0.3 method; this request said A2A-Version: 1.0)")
+        }
+        _ => method.to_owned(),
+    }
+}

@@ -1,0 +1,320 @@
+//! A2A over JSON-RPC against the real binary, both protocol versions.
+
+use serde_json::{Value, json};
+
+use super::harness::*;
+
+async fn rpc(server: &Server, path: &str, version: Option<&str>, body: Value) -> Value {
+    let mut req = server.client.post(server.url(path)).json(&body);
+    if let Some(v) = version {
+        req = req.header("A2A-Version", v);
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200, "JSON-RPC answers errors with HTTP 200");
+    resp.json().await.unwrap()
+}
+
+fn call(id: i64, method: &str, params: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params})
+}
+
+#[tokio::test]
+async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let v1 = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .header("A2A-Version", "1.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(v1.status(), 200);
+    let etag = v1.headers()["etag"].to_str().unwrap().to_owned();
+    assert!(
+        v1.headers()["cache-control"]
+            .to_str()
+            .unwrap()
+            .contains("max-age")
+    );
+    let card: Value = v1.json().await.unwrap();
+    assert_eq!(card["name"], "default");
+    assert!(
+        card.get("url").is_none() && card.get("protocolVersion").is_none(),
+        "{card}"
+    );
+    assert_eq!(
+        card["capabilities"],
+        json!({"streaming": false, "pushNotifications": false})
+    );
+    let url = format!("{}/", server.base);
+    assert_eq!(
+        card["supportedInterfaces"],
+        json!([
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+        ])
+    );
+    let again = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .header("A2A-Version", "1.0")
+        .header("If-None-Match", &etag)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(again.status(), 304);
+
+    let (_, v03) = server.get("/.well-known/agent-card.json").await;
+    assert_eq!(
+        (v03["url"].as_str(), v03["preferredTransport"].as_str()),
+        (Some(url.as_str()), Some("JSONRPC"))
+    );
+    assert_eq!(v03["protocolVersion"], "0.3.0");
+    let (_, named) = server
+        .get("/agents/default/.well-known/agent-card.json")
+        .await;
+    assert_eq!(named["url"], format!("{}/agents/default/", server.base));
+    let (status, missing) = server
+        .get("/agents/nobody/.well-known/agent-card.json")
+        .await;
+    assert_eq!(
+        (status, missing["error"]["status"].as_str()),
+        (404, Some("NOT_FOUND"))
+    );
+    let bad = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .header("A2A-Version", "99.0")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+}
+
+#[tokio::test]
+async fn core_send_get_cancel_1_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let msg = json!({"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hello"}]});
+    let sent = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(1, "SendMessage", json!({"message": msg})),
+    )
+    .await;
+    let task = &sent["result"]["task"];
+    assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED", "{sent}");
+    assert_eq!(task["artifacts"][0]["name"], "echo");
+    assert_eq!(task["artifacts"][0]["parts"], json!([{"text": "hello"}]));
+    assert_eq!(task["status"]["message"]["role"], "ROLE_AGENT");
+    assert_eq!(
+        task["status"]["message"]["parts"],
+        json!([{"text": "hello"}])
+    );
+    let id = task["id"].as_str().unwrap();
+    let ctx = task["contextId"].as_str().unwrap();
+    assert_eq!(
+        task["history"][0],
+        json!({"messageId": "m1", "contextId": ctx, "taskId": id, "role": "ROLE_USER", "parts": [{"text": "hello"}]})
+    );
+
+    let got = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(2, "GetTask", json!({"id": id})),
+    )
+    .await;
+    assert_eq!(&got["result"], task);
+    let short = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(3, "GetTask", json!({"id": id, "historyLength": 0})),
+    )
+    .await;
+    assert!(short["result"].get("history").is_none(), "{short}");
+
+    let cancel = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(4, "CancelTask", json!({"id": id})),
+    )
+    .await;
+    assert_eq!(cancel["error"]["code"], -32002, "{cancel}");
+    assert_eq!(cancel["error"]["data"][0]["reason"], "TASK_NOT_CANCELABLE");
+
+    let missing = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(5, "GetTask", json!({"id": "nope"})),
+    )
+    .await;
+    assert_eq!(missing["id"], 5);
+    assert_eq!(missing["error"]["code"], -32001);
+    assert_eq!(
+        missing["error"]["data"][0]["@type"],
+        "type.googleapis.com/google.rpc.ErrorInfo"
+    );
+
+    let listed = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(6, "ListTasks", json!({"pageSize": 10})),
+    )
+    .await;
+    assert_eq!(listed["result"]["totalSize"], 1, "{listed}");
+    assert_eq!(listed["result"]["nextPageToken"], "");
+    assert_eq!(listed["result"]["tasks"][0]["id"], id);
+    assert!(
+        listed["result"]["tasks"][0].get("artifacts").is_none(),
+        "artifacts only on request"
+    );
+
+    // Follow-ups to an ended task are refused, not silently restarted.
+    let follow =
+        json!({"messageId": "m2", "role": "ROLE_USER", "taskId": id, "parts": [{"text": "again"}]});
+    let refused = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(7, "SendMessage", json!({"message": follow})),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+}
+
+#[tokio::test]
+async fn core_send_get_0_3_and_tasks_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let id = {
+        let server = Server::start(dir.path());
+        let msg = json!({"kind": "message", "messageId": "m3", "role": "user", "parts": [{"kind": "text", "text": "hello"}]});
+        let sent = rpc(
+            &server,
+            "/agents/default",
+            None,
+            call(1, "message/send", json!({"message": msg})),
+        )
+        .await;
+        let task = &sent["result"];
+        assert_eq!(
+            (task["kind"].as_str(), task["status"]["state"].as_str()),
+            (Some("task"), Some("completed")),
+            "{sent}"
+        );
+        assert_eq!(
+            task["artifacts"][0]["parts"],
+            json!([{"kind": "text", "text": "hello"}])
+        );
+        assert_eq!(task["history"][0]["kind"], "message");
+        task["id"].as_str().unwrap().to_owned()
+    };
+    let server = Server::start(dir.path());
+    let got = rpc(&server, "/", None, call(2, "tasks/get", json!({"id": id}))).await;
+    assert_eq!(got["result"]["status"]["state"], "completed", "{got}");
+    assert_eq!(got["result"]["artifacts"][0]["parts"][0]["text"], "hello");
+}
+
+#[tokio::test]
+async fn protocol_errors_are_json_rpc_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let code = |v: &Value| v["error"]["code"].as_i64();
+
+    let raw = server
+        .client
+        .post(server.url("/"))
+        .header("content-type", "application/json")
+        .body("{oops")
+        .send()
+        .await
+        .unwrap();
+    let parse: Value = raw.json().await.unwrap();
+    assert_eq!((code(&parse), &parse["id"]), (Some(-32700), &Value::Null));
+    let no_version = rpc(&server, "/", None, json!({"id": 1, "method": "tasks/get"})).await;
+    assert_eq!(code(&no_version), Some(-32600));
+    let bad_version = rpc(
+        &server,
+        "/",
+        Some("99.0"),
+        call(2, "GetTask", json!({"id": "x"})),
+    )
+    .await;
+    assert_eq!(code(&bad_version), Some(-32009));
+    assert_eq!(
+        bad_version["error"]["data"][0]["reason"],
+        "VERSION_NOT_SUPPORTED"
+    );
+    let unknown = rpc(&server, "/", None, call(3, "SendMessage", json!({}))).await;
+    assert_eq!(code(&unknown), Some(-32601));
+    assert!(
+        unknown["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("A2A-Version: 1.0")
+    );
+
+    let empty = rpc(&server, "/", Some("1.0"), call(4, "SendMessage", json!({}))).await;
+    assert_eq!(
+        code(&empty),
+        Some(-32602),
+        "an empty SendMessage is an error"
+    );
+    assert_eq!(
+        empty["error"]["data"][1]["fieldViolations"][0]["field"],
+        "message"
+    );
+    let no_parts = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(
+            5,
+            "SendMessage",
+            json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": []}}),
+        ),
+    )
+    .await;
+    assert_eq!(
+        no_parts["error"]["data"][1]["fieldViolations"][0]["field"],
+        "message.parts"
+    );
+    let push = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(6, "SendMessage", json!({"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]},
+                                       "configuration": {"taskPushNotificationConfig": {"url": "http://127.0.0.1:9/"}}})),
+    )
+    .await;
+    assert_eq!(code(&push), Some(-32003));
+    let stream = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(7, "SendStreamingMessage", json!({})),
+    )
+    .await;
+    assert_eq!(
+        code(&stream),
+        Some(-32004),
+        "streaming is refused truthfully until it exists"
+    );
+    let card = rpc(
+        &server,
+        "/",
+        None,
+        call(8, "agent/getAuthenticatedExtendedCard", json!({})),
+    )
+    .await;
+    assert_eq!(code(&card), Some(-32007));
+
+    let (_, list) = server.get("/api/v1/runs").await;
+    assert_eq!(list, json!({"runs": []}));
+}
