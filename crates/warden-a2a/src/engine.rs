@@ -106,22 +106,21 @@ impl TaskEngine {
         Ok(task)
     }
 
-    /// Starts a task for `message` (or continues the one it names) and
-    /// answers with the task once it ended or was interrupted, or at once
-    /// with `return_immediately`.
-    pub async fn send(
+    /// Records `message` as a new task (or as the next message of the live
+    /// task it names). Returns the task as recorded, the seq of that event,
+    /// and the message as stored (with its task and context ids).
+    async fn admit(
         &self,
         instance: &Instance,
         mut message: Message,
-        opts: SendOptions,
-    ) -> Result<Task, A2aError> {
+    ) -> Result<(Task, u64, Message), A2aError> {
         if message.role != Role::User {
             return Err(A2aError::InvalidParams {
                 field: "message.role".into(),
                 message: "a client sends user messages".into(),
             });
         }
-        let task = match message.task_id.clone() {
+        match message.task_id.clone() {
             Some(id) => {
                 let task = self.owned_task(instance, &id).await?;
                 if task.status.state.is_terminal() {
@@ -141,11 +140,12 @@ impl TaskEngine {
                     });
                 }
                 message.context_id = Some(task.context_id.clone());
-                self.store
+                let seq = self
+                    .store
                     .add_task_message(task.id, message.clone())
                     .await
                     .map_err(|e| store_error(e, &id))?;
-                task
+                Ok((task, seq, message))
             }
             None => {
                 let id = TaskId::new();
@@ -163,22 +163,39 @@ impl TaskEngine {
                     history: vec![message.clone()],
                     metadata: None,
                 };
-                self.store
+                let seq = self
+                    .store
                     .create_task(&instance.name, task.clone())
                     .await
                     .map_err(|e| store_error(e, &id.to_string()))?;
-                task
+                Ok((task, seq, message))
             }
-        };
+        }
+    }
+
+    fn run_in_background(&self, instance: &Instance, task: &Task, message: Message) {
+        let engine = self.clone();
+        let runtime = instance.runtime.clone();
+        let (task_id, context_id) = (task.id, task.context_id.clone());
+        tokio::spawn(async move {
+            if let Err(e) = engine.run(&runtime, task_id, &context_id, &message).await {
+                tracing::error!(task = %task_id, error = ?e, "task run failed");
+            }
+        });
+    }
+
+    /// Starts a task for `message` (or continues the one it names) and
+    /// answers with the task once it ended or was interrupted, or at once
+    /// with `return_immediately`.
+    pub async fn send(
+        &self,
+        instance: &Instance,
+        message: Message,
+        opts: SendOptions,
+    ) -> Result<Task, A2aError> {
+        let (task, _, message) = self.admit(instance, message).await?;
         if opts.return_immediately {
-            let engine = self.clone();
-            let runtime = instance.runtime.clone();
-            let (task_id, context_id) = (task.id, task.context_id.clone());
-            tokio::spawn(async move {
-                if let Err(e) = engine.run(&runtime, task_id, &context_id, &message).await {
-                    tracing::error!(task = %task_id, error = ?e, "task run failed");
-                }
-            });
+            self.run_in_background(instance, &task, message);
             return Ok(trim_history(task, opts.history_length));
         }
         self.run(&instance.runtime, task.id, &task.context_id, &message)
@@ -189,6 +206,41 @@ impl TaskEngine {
             .await
             .map_err(|e| store_error(e, &task.id.to_string()))?;
         Ok(trim_history(done, opts.history_length))
+    }
+
+    /// Starts a task for a streaming send: returns the task as recorded and
+    /// the seq after which its events follow; the work goes on meanwhile.
+    pub async fn send_streaming(
+        &self,
+        instance: &Instance,
+        message: Message,
+    ) -> Result<(Task, u64), A2aError> {
+        let (task, seq, message) = self.admit(instance, message).await?;
+        self.run_in_background(instance, &task, message);
+        Ok((task, seq))
+    }
+
+    /// The current task and the seq after which its later events follow,
+    /// for a subscription; an ended task has nothing to subscribe to.
+    pub async fn subscribe(&self, instance: &Instance, id: &str) -> Result<(Task, u64), A2aError> {
+        let task_id: TaskId = id
+            .parse()
+            .map_err(|_| A2aError::TaskNotFound(id.to_owned()))?;
+        let (owner, task, seq) = self
+            .store
+            .task_snapshot(task_id)
+            .await
+            .map_err(|e| store_error(e, id))?;
+        if owner != instance.name {
+            return Err(A2aError::TaskNotFound(id.to_owned()));
+        }
+        if task.status.state.is_terminal() {
+            return Err(A2aError::UnsupportedOperation(format!(
+                "task {id} has ended ({}); there is nothing to subscribe to",
+                task.status.state.as_str()
+            )));
+        }
+        Ok((task, seq))
     }
 
     /// Works the task with the instance's runtime until it ends or is interrupted.

@@ -104,8 +104,8 @@ fn refuse_if_terminal(conn: &Connection, id: &str, what: &str) -> Result<TaskSta
 
 impl Store {
     /// Records a new task of `instance` with its history (the client's first
-    /// message) and status, and its `task.created` event.
-    pub async fn create_task(&self, instance: &str, task: Task) -> Result<(), StoreError> {
+    /// message) and status, and its `task.created` event, whose seq it returns.
+    pub async fn create_task(&self, instance: &str, task: Task) -> Result<u64, StoreError> {
         let instance = instance.to_owned();
         self.write(move |c| {
             let id = task.id.to_string();
@@ -131,8 +131,7 @@ impl Store {
                 c.prepare_cached("INSERT INTO task_artifacts (task_id, artifact_id, ord, artifact) VALUES (?1, ?2, ?3, ?4)")?
                     .execute(params![id, a.artifact_id, ord as i64, serde_json::to_string(a)?])?;
             }
-            events::append(c, "task", &id, "task.created", &json!({ "instance": instance, "status": task.status }))?;
-            Ok(())
+            events::append(c, "task", &id, "task.created", &json!({ "instance": instance, "status": task.status }))
         })
         .await
     }
@@ -221,6 +220,28 @@ impl Store {
                 "task.message",
                 &json!({ "message": message }),
             )
+        })
+        .await
+    }
+
+    /// A task, its instance and the seq of its newest event, read in one
+    /// snapshot: a stream that starts with this task and continues after
+    /// that seq misses nothing and repeats nothing.
+    pub async fn task_snapshot(&self, id: TaskId) -> Result<(String, Task, u64), StoreError> {
+        self.read(move |c| {
+            let tx = c.unchecked_transaction()?;
+            let id = id.to_string();
+            let instance: String = tx
+                .prepare_cached("SELECT instance FROM tasks WHERE id = ?1")?
+                .query_row([&id], |r| r.get(0))
+                .optional()?
+                .ok_or_else(|| StoreError::NotFound { kind: "task", id: id.clone() })?;
+            let task = load_task(&tx, &id)?;
+            let seq: i64 = tx
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE entity_kind = 'task' AND entity_id = ?1")?
+                .query_row([&id], |r| r.get(0))?;
+            tx.commit()?;
+            Ok((instance, task, seq.max(0) as u64))
         })
         .await
     }

@@ -1,6 +1,6 @@
 //! The agent card. Only what this build really serves is listed: JSON-RPC
-//! at protocol versions 1.0 and 0.3; streaming and push are `false` until
-//! they exist. A request that says `A2A-Version: 1.0` gets the pure 1.0
+//! at protocol versions 1.0 and 0.3, with streaming; push is `false` until
+//! it exists. A request that says `A2A-Version: 1.0` gets the pure 1.0
 //! card; one without the header (a 0.3 client) also gets the 0.3 fields.
 
 use axum::http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH};
@@ -22,7 +22,7 @@ pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
         ],
-        "capabilities": { "streaming": false, "pushNotifications": false },
+        "capabilities": { "streaming": true, "pushNotifications": false },
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
         "skills": [{

@@ -3,6 +3,7 @@
 
 mod card;
 mod rpc;
+mod stream;
 
 use std::sync::Arc;
 

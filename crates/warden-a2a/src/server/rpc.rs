@@ -11,6 +11,7 @@ use warden_core::{Message, Task, Timestamp};
 use warden_store::TaskFilter;
 
 use super::A2aState;
+use super::stream::{self, Framing};
 use crate::ProtocolVersion;
 use crate::engine::{ListQuery, SendOptions};
 use crate::instance::Instance;
@@ -49,6 +50,35 @@ pub async fn handle(
             ));
         }
     };
+    let framing = Framing {
+        version,
+        rpc_id: id.clone(),
+    };
+    match (version, req.method.as_str()) {
+        (ProtocolVersion::V1_0, "SendStreamingMessage")
+        | (ProtocolVersion::V0_3, "message/stream") => {
+            return match stream_send(state, instance, &req, version).await {
+                Ok((task, seq)) => stream::respond(
+                    state.engine.clone(),
+                    Some(task.clone()),
+                    &task,
+                    seq,
+                    framing,
+                ),
+                Err(e) => reply(jsonrpc::error(Some(&id), &e)),
+            };
+        }
+        (ProtocolVersion::V1_0, "SubscribeToTask")
+        | (ProtocolVersion::V0_3, "tasks/resubscribe") => {
+            return match subscribe(state, instance, &req, headers).await {
+                Ok((first, task, after)) => {
+                    stream::respond(state.engine.clone(), first, &task, after, framing)
+                }
+                Err(e) => reply(jsonrpc::error(Some(&id), &e)),
+            };
+        }
+        _ => {}
+    }
     let result = match version {
         ProtocolVersion::V1_0 => v1_method(state, instance, &req).await,
         ProtocolVersion::V0_3 => v03_method(state, instance, &req).await,
@@ -56,6 +86,62 @@ pub async fn handle(
     match result {
         Ok(v) => reply(jsonrpc::result(&id, v)),
         Err(e) => reply(jsonrpc::error(Some(&id), &e)),
+    }
+}
+
+/// Starts a task whose events the response streams.
+async fn stream_send(
+    state: &A2aState,
+    instance: &Instance,
+    req: &Request,
+    version: ProtocolVersion,
+) -> Result<(Task, u64), A2aError> {
+    let message: Message = match version {
+        ProtocolVersion::V1_0 => {
+            let p: v1::SendMessageRequest = params(req)?;
+            if p.configuration
+                .as_ref()
+                .is_some_and(|c| c.task_push_notification_config.is_some())
+            {
+                return Err(A2aError::PushNotificationNotSupported);
+            }
+            p.message
+                .ok_or_else(|| A2aError::InvalidParams {
+                    field: "message".into(),
+                    message: "is required".into(),
+                })?
+                .try_into()
+                .map_err(|e| invalid(e, "message"))?
+        }
+        ProtocolVersion::V0_3 => {
+            let p: SendParams03 = params(req)?;
+            if p.configuration
+                .as_ref()
+                .is_some_and(|c| c.push_notification_config.is_some())
+            {
+                return Err(A2aError::PushNotificationNotSupported);
+            }
+            p.message.try_into().map_err(|e| invalid(e, "message"))?
+        }
+    };
+    state.engine.send_streaming(instance, message).await
+}
+
+/// A subscription: the current task then its later events, or with
+/// `Last-Event-ID` just the events after that id.
+async fn subscribe(
+    state: &A2aState,
+    instance: &Instance,
+    req: &Request,
+    headers: &HeaderMap,
+) -> Result<(Option<Task>, Task, u64), A2aError> {
+    let p: IdParams = params(req)?;
+    match stream::last_event_id(headers) {
+        Some(after) => Ok((None, state.engine.get(instance, &p.id, None).await?, after)),
+        None => {
+            let (task, seq) = state.engine.subscribe(instance, &p.id).await?;
+            Ok((Some(task.clone()), task, seq))
+        }
     }
 }
 
@@ -215,10 +301,6 @@ async fn v1_method(
                 "totalSize": out.total_size,
             }))
         }
-        "SendStreamingMessage" | "SubscribeToTask" => Err(A2aError::UnsupportedOperation(format!(
-            "{} is not available yet: this server does not stream",
-            req.method
-        ))),
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
         | "ListTaskPushNotificationConfigs"
@@ -282,10 +364,6 @@ async fn v03_method(
             let p: IdParams = params(req)?;
             Ok(task_v03(&engine.cancel(instance, &p.id).await?))
         }
-        "message/stream" | "tasks/resubscribe" => Err(A2aError::UnsupportedOperation(format!(
-            "{} is not available yet: this server does not stream",
-            req.method
-        ))),
         m if m.starts_with("tasks/pushNotificationConfig/") => {
             Err(A2aError::PushNotificationNotSupported)
         }

@@ -45,7 +45,7 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
     );
     assert_eq!(
         card["capabilities"],
-        json!({"streaming": false, "pushNotifications": false})
+        json!({"streaming": true, "pushNotifications": false})
     );
     let url = format!("{}/", server.base);
     assert_eq!(
@@ -303,8 +303,8 @@ async fn protocol_errors_are_json_rpc_errors() {
     .await;
     assert_eq!(
         code(&stream),
-        Some(-32004),
-        "streaming is refused truthfully until it exists"
+        Some(-32602),
+        "a stream that cannot start is a plain JSON-RPC error"
     );
     let card = rpc(
         &server,
@@ -317,4 +317,163 @@ async fn protocol_errors_are_json_rpc_errors() {
 
     let (_, list) = server.get("/api/v1/runs").await;
     assert_eq!(list, json!({"runs": []}));
+}
+
+/// Posts a streaming JSON-RPC call and reads every SSE event until the stream closes.
+async fn stream(
+    server: &Server,
+    version: Option<&str>,
+    last_event_id: Option<u64>,
+    body: Value,
+) -> Vec<(u64, Value)> {
+    use futures_util::StreamExt;
+    let mut req = server.client.post(server.url("/")).json(&body);
+    if let Some(v) = version {
+        req = req.header("A2A-Version", v);
+    }
+    if let Some(id) = last_event_id {
+        req = req.header("Last-Event-ID", id.to_string());
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut bytes = resp.bytes_stream();
+    let mut buf = String::new();
+    let mut out = Vec::new();
+    let read = async {
+        while let Some(chunk) = bytes.next().await {
+            buf.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+            while let Some(end) = buf.find("\n\n") {
+                let block: String = buf.drain(..end + 2).collect();
+                let id = block
+                    .lines()
+                    .find_map(|l| l.strip_prefix("id: "))
+                    .map(|v| v.parse::<u64>().unwrap());
+                let data: String = block
+                    .lines()
+                    .filter_map(|l| l.strip_prefix("data: "))
+                    .collect();
+                if let Some(id) = id {
+                    out.push((id, serde_json::from_str(&data).unwrap()));
+                }
+            }
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(20), read)
+        .await
+        .expect("stream did not close");
+    out
+}
+
+#[tokio::test]
+async fn streaming_send_1_0_starts_with_the_task_and_ends_at_the_terminal_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let msg = json!({"messageId": "s1", "role": "ROLE_USER", "parts": [{"text": "hello"}]});
+    let events = stream(
+        &server,
+        Some("1.0"),
+        None,
+        call(9, "SendStreamingMessage", json!({"message": msg})),
+    )
+    .await;
+    let ids: Vec<u64> = events.iter().map(|(id, _)| *id).collect();
+    assert!(ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    assert!(
+        events
+            .iter()
+            .all(|(_, e)| e["id"] == 9 && e["jsonrpc"] == "2.0")
+    );
+    let shapes: Vec<String> = events
+        .iter()
+        .map(|(_, e)| {
+            let r = &e["result"];
+            match r.as_object().unwrap().keys().next().unwrap().as_str() {
+                "task" => format!("task:{}", r["task"]["status"]["state"].as_str().unwrap()),
+                "statusUpdate" => format!(
+                    "status:{}",
+                    r["statusUpdate"]["status"]["state"].as_str().unwrap()
+                ),
+                other => other.to_owned(),
+            }
+        })
+        .collect();
+    assert_eq!(
+        shapes,
+        [
+            "task:TASK_STATE_SUBMITTED",
+            "status:TASK_STATE_WORKING",
+            "artifactUpdate",
+            "status:TASK_STATE_COMPLETED"
+        ]
+    );
+    assert_eq!(
+        events[2].1["result"]["artifactUpdate"]["artifact"]["parts"],
+        json!([{"text": "hello"}])
+    );
+    assert_eq!(events[2].1["result"]["artifactUpdate"]["lastChunk"], true);
+
+    // Resubscribing to the ended task is an error; resuming after the first
+    // event replays exactly what came after it.
+    let task_id = events[0].1["result"]["task"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let refused = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(10, "SubscribeToTask", json!({"id": task_id})),
+    )
+    .await;
+    assert_eq!(refused["error"]["code"], -32004, "{refused}");
+    let missing = rpc(
+        &server,
+        "/",
+        Some("1.0"),
+        call(11, "SubscribeToTask", json!({"id": "nope"})),
+    )
+    .await;
+    assert_eq!(missing["error"]["code"], -32001);
+    let resumed = stream(
+        &server,
+        Some("1.0"),
+        Some(events[0].0),
+        call(12, "SubscribeToTask", json!({"id": task_id})),
+    )
+    .await;
+    let resumed_ids: Vec<u64> = resumed.iter().map(|(id, _)| *id).collect();
+    assert_eq!(resumed_ids, ids[1..].to_vec());
+}
+
+#[tokio::test]
+async fn streaming_send_0_3_marks_the_last_event_final() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let msg = json!({"kind": "message", "messageId": "s2", "role": "user", "parts": [{"kind": "text", "text": "hi"}]});
+    let events = stream(
+        &server,
+        None,
+        None,
+        call(3, "message/stream", json!({"message": msg})),
+    )
+    .await;
+    let kinds: Vec<(String, Option<bool>)> = events
+        .iter()
+        .map(|(_, e)| {
+            (
+                e["result"]["kind"].as_str().unwrap().to_owned(),
+                e["result"]["final"].as_bool(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("task".into(), None),
+            ("status-update".into(), Some(false)),
+            ("artifact-update".into(), None),
+            ("status-update".into(), Some(true)),
+        ]
+    );
+    assert_eq!(events[3].1["result"]["status"]["state"], "completed");
 }
