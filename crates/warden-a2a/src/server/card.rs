@@ -1,5 +1,5 @@
 //! The agent card. Only what this build really serves is listed: JSON-RPC
-//! at protocol versions 1.0 and 0.3, with streaming; push is `false` until
+//! at 1.0 and 0.3 and HTTP+JSON at 1.0, with streaming; push is `false` until
 //! it exists. A request that says `A2A-Version: 1.0` gets the pure 1.0
 //! card; one without the header (a 0.3 client) also gets the 0.3 fields.
 
@@ -21,6 +21,7 @@ pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
         "supportedInterfaces": [
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
+            { "url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
         ],
         "capabilities": { "streaming": true, "pushNotifications": false },
         "defaultInputModes": ["text/plain"],

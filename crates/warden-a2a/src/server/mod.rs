@@ -2,17 +2,19 @@
 //! endpoint, at `/agents/{name}/` and, for the `default` instance, at `/`.
 
 mod card;
+mod rest;
 mod rpc;
 mod stream;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::{any, get, post};
 
 use crate::engine::TaskEngine;
 use crate::instance::{DEFAULT_INSTANCE, Instances};
@@ -38,6 +40,12 @@ pub fn router(state: A2aState) -> Router {
         .route("/", post(default_rpc))
         .route("/agents/{instance}", post(instance_rpc))
         .route("/agents/{instance}/", post(instance_rpc))
+        .route("/message:send", post(default_rest))
+        .route("/message:stream", post(default_rest))
+        .route("/tasks", get(default_rest))
+        .route("/tasks/{op}", get(default_rest).post(default_rest))
+        .route("/extendedAgentCard", get(default_rest))
+        .route("/agents/{instance}/{*rest}", any(instance_rest))
         .with_state(state)
 }
 
@@ -96,6 +104,37 @@ async fn instance_rpc(
 ) -> Response {
     match state.instances.get(&name) {
         Some(i) => rpc::handle(&state, &i, &headers, &body).await,
+        None => no_instance(&name),
+    }
+}
+
+async fn default_rest(
+    State(state): State<A2aState>,
+    method: Method,
+    uri: Uri,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match state.instances.get(DEFAULT_INSTANCE) {
+        Some(i) => {
+            let path = uri.path().trim_start_matches('/');
+            rest::handle(&state, &i, &method, path, &query, &headers, &body).await
+        }
+        None => no_instance(DEFAULT_INSTANCE),
+    }
+}
+
+async fn instance_rest(
+    State(state): State<A2aState>,
+    Path((name, path)): Path<(String, String)>,
+    method: Method,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    match state.instances.get(&name) {
+        Some(i) => rest::handle(&state, &i, &method, &path, &query, &headers, &body).await,
         None => no_instance(&name),
     }
 }

@@ -52,7 +52,7 @@ pub async fn handle(
     };
     let framing = Framing {
         version,
-        rpc_id: id.clone(),
+        rpc_id: Some(id.clone()),
     };
     match (version, req.method.as_str()) {
         (ProtocolVersion::V1_0, "SendStreamingMessage")

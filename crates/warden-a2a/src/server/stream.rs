@@ -26,8 +26,9 @@ const PAGE: u32 = 256;
 pub struct Framing {
     /// Shapes of this protocol version.
     pub version: ProtocolVersion,
-    /// The JSON-RPC request id each event answers.
-    pub rpc_id: Value,
+    /// The JSON-RPC request id each event answers; `None` for the
+    /// HTTP+JSON binding, whose events are bare.
+    pub rpc_id: Option<Value>,
 }
 
 impl Framing {
@@ -36,7 +37,14 @@ impl Framing {
             ProtocolVersion::V1_0 => serde_json::to_value(v1::StreamResponse::Task(task.into())),
             ProtocolVersion::V0_3 => serde_json::to_value(v03::Event::Task(task.into())),
         };
-        jsonrpc::result(&self.rpc_id, result.unwrap_or(Value::Null))
+        self.wrap(result.unwrap_or(Value::Null))
+    }
+
+    fn wrap(&self, result: Value) -> Value {
+        match &self.rpc_id {
+            Some(id) => jsonrpc::result(id, result),
+            None => result,
+        }
     }
 
     fn event(&self, event: &TaskEvent, is_final: bool) -> Value {
@@ -44,7 +52,7 @@ impl Framing {
             ProtocolVersion::V1_0 => serde_json::to_value(v1::StreamResponse::from(event)),
             ProtocolVersion::V0_3 => serde_json::to_value(v03::event(event, is_final)),
         };
-        jsonrpc::result(&self.rpc_id, result.unwrap_or(Value::Null))
+        self.wrap(result.unwrap_or(Value::Null))
     }
 }
 

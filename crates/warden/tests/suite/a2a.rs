@@ -53,6 +53,7 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
         json!([
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ])
     );
     let again = server
@@ -476,4 +477,189 @@ async fn streaming_send_0_3_marks_the_last_event_final() {
         ]
     );
     assert_eq!(events[3].1["result"]["status"]["state"], "completed");
+}
+
+async fn rest(
+    server: &Server,
+    method: reqwest::Method,
+    path: &str,
+    version: Option<&str>,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = server.client.request(method, server.url(path));
+    if let Some(v) = version {
+        req = req.header("A2A-Version", v);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let resp = req.send().await.unwrap();
+    let status = resp.status().as_u16();
+    (status, resp.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn http_json_binding_1_0() {
+    use reqwest::Method;
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let msg =
+        json!({"message": {"messageId": "r1", "role": "ROLE_USER", "parts": [{"text": "hello"}]}});
+
+    let resp = server
+        .client
+        .post(server.url("/message:send"))
+        .header("A2A-Version", "1.0")
+        .json(&msg)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(resp.headers()["content-type"], "application/a2a+json");
+    let sent: Value = resp.json().await.unwrap();
+    assert_eq!(
+        sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    let id = sent["task"]["id"].as_str().unwrap().to_owned();
+
+    let (status, got) = rest(
+        &server,
+        Method::GET,
+        &format!("/tasks/{id}"),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!((status, &got), (200, &sent["task"]));
+    let (status, err) = rest(
+        &server,
+        Method::GET,
+        &format!("/tasks/{id}?historyLength=-1"),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["status"].as_str()),
+        (400, Some("INVALID_ARGUMENT"))
+    );
+    let (status, listed) = rest(
+        &server,
+        Method::GET,
+        "/agents/default/tasks?pageSize=5",
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!((status, listed["totalSize"].as_u64()), (200, Some(1)));
+
+    let (status, err) = rest(&server, Method::GET, "/tasks/nope", Some("1.0"), None).await;
+    assert_eq!(status, 404);
+    assert_eq!(err["error"]["status"], "NOT_FOUND");
+    assert_eq!(err["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
+    let (status, err) = rest(
+        &server,
+        Method::POST,
+        &format!("/tasks/{id}:cancel"),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["details"][0]["reason"].as_str()),
+        (400, Some("TASK_NOT_CANCELABLE"))
+    );
+    let (status, err) = rest(
+        &server,
+        Method::GET,
+        &format!("/tasks/{id}:subscribe"),
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["details"][0]["reason"].as_str()),
+        (400, Some("UNSUPPORTED_OPERATION"))
+    );
+    let (status, err) = rest(
+        &server,
+        Method::POST,
+        "/message:send",
+        Some("1.0"),
+        Some(json!({})),
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["details"][0]["reason"].as_str()),
+        (400, Some("INVALID_PARAMS")),
+        "an empty send is an error"
+    );
+    let (status, err) = rest(
+        &server,
+        Method::POST,
+        "/message:send",
+        None,
+        Some(msg.clone()),
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["details"][0]["reason"].as_str()),
+        (400, Some("VERSION_NOT_SUPPORTED"))
+    );
+    let (status, err) = rest(
+        &server,
+        Method::GET,
+        "/extendedAgentCard",
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        (status, err["error"]["details"][0]["reason"].as_str()),
+        (400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"))
+    );
+    let (status, _) = rest(
+        &server,
+        Method::GET,
+        "/agents/default/nothing-here",
+        Some("1.0"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 404);
+
+    // Streams on this binding carry bare StreamResponse objects.
+    use futures_util::StreamExt;
+    let resp = server
+        .client
+        .post(server.url("/agents/default/message:stream"))
+        .header("A2A-Version", "1.0")
+        .json(&msg)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.headers()["content-type"], "text/event-stream");
+    let mut text = String::new();
+    let mut bytes = resp.bytes_stream();
+    tokio::time::timeout(std::time::Duration::from_secs(20), async {
+        while let Some(chunk) = bytes.next().await {
+            text.push_str(std::str::from_utf8(&chunk.unwrap()).unwrap());
+        }
+    })
+    .await
+    .unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|d| serde_json::from_str(d).unwrap())
+        .collect();
+    let keys: Vec<&str> = events
+        .iter()
+        .map(|e| e.as_object().unwrap().keys().next().unwrap().as_str())
+        .collect();
+    assert_eq!(
+        keys,
+        ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
+    );
 }
