@@ -11,6 +11,8 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Bytes;
+use axum::extract::DefaultBodyLimit;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -46,7 +48,32 @@ pub fn router(state: A2aState) -> Router {
         .route("/tasks/{op}", get(default_rest).post(default_rest))
         .route("/extendedAgentCard", get(default_rest))
         .route("/agents/{instance}/{*rest}", any(instance_rest))
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
+}
+
+/// The largest request body an A2A endpoint reads (1 MiB).
+pub const MAX_BODY: usize = 1 << 20;
+
+/// A body that could not be read: 413 when over [`MAX_BODY`], in the
+/// AIP-193 shape (a JSON-RPC client reads the status; there is no id to echo).
+fn unreadable(e: &BytesRejection) -> Response {
+    let status = e.status();
+    let message = if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+        format!("the request body is over {MAX_BODY} bytes")
+    } else {
+        format!("cannot read the request body: {}", e.body_text())
+    };
+    let mut body = A2aError::InvalidRequest(message).to_rest();
+    body["error"]["code"] = status.as_u16().into();
+    // The rest of the body stays unread, so this connection cannot carry
+    // another request; say so rather than let the client reuse it.
+    (
+        status,
+        [(axum::http::header::CONNECTION, "close")],
+        axum::Json(body),
+    )
+        .into_response()
 }
 
 /// The 404 for a name no instance has.
@@ -89,7 +116,15 @@ async fn instance_card(
     }
 }
 
-async fn default_rpc(State(state): State<A2aState>, headers: HeaderMap, body: Bytes) -> Response {
+async fn default_rpc(
+    State(state): State<A2aState>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return unreadable(&e),
+    };
     match state.instances.get(DEFAULT_INSTANCE) {
         Some(i) => rpc::handle(&state, &i, &headers, &body).await,
         None => no_instance(DEFAULT_INSTANCE),
@@ -100,8 +135,12 @@ async fn instance_rpc(
     State(state): State<A2aState>,
     Path(name): Path<String>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return unreadable(&e),
+    };
     match state.instances.get(&name) {
         Some(i) => rpc::handle(&state, &i, &headers, &body).await,
         None => no_instance(&name),
@@ -114,8 +153,12 @@ async fn default_rest(
     uri: Uri,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return unreadable(&e),
+    };
     match state.instances.get(DEFAULT_INSTANCE) {
         Some(i) => {
             let path = uri.path().trim_start_matches('/');
@@ -131,8 +174,12 @@ async fn instance_rest(
     method: Method,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
-    body: Bytes,
+    body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let body = match body {
+        Ok(b) => b,
+        Err(e) => return unreadable(&e),
+    };
     match state.instances.get(&name) {
         Some(i) => rest::handle(&state, &i, &method, &path, &query, &headers, &body).await,
         None => no_instance(&name),

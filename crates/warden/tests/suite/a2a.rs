@@ -316,6 +316,22 @@ async fn protocol_errors_are_json_rpc_errors() {
     .await;
     assert_eq!(code(&card), Some(-32007));
 
+    let huge = format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"x\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat((1 << 20) + 1024)
+    );
+    let resp = server
+        .client
+        .post(server.url("/"))
+        .header("content-type", "application/json")
+        .body(huge)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 413);
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], 413);
+
     let (_, list) = server.get("/api/v1/runs").await;
     assert_eq!(list, json!({"runs": []}));
 }
