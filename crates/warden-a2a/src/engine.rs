@@ -3,7 +3,7 @@
 //! Everything a client is told has been saved first.
 
 use warden_core::{
-    Artifact, Message, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus, Timestamp,
+    Artifact, Message, Part, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus, Timestamp,
 };
 use warden_store::{Store, StoreError, TaskFilter};
 
@@ -69,6 +69,19 @@ pub fn trim_history(mut task: Task, n: Option<usize>) -> Task {
         task.history.drain(..skip);
     }
     task
+}
+
+fn agent_message(task: TaskId, context_id: &str, parts: Vec<Part>) -> Message {
+    Message {
+        message_id: uuid::Uuid::now_v7().to_string(),
+        context_id: Some(context_id.to_owned()),
+        task_id: Some(task.to_string()),
+        role: Role::Agent,
+        parts,
+        metadata: None,
+        extensions: vec![],
+        reference_task_ids: vec![],
+    }
 }
 
 fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
@@ -140,11 +153,17 @@ impl TaskEngine {
                     });
                 }
                 message.context_id = Some(task.context_id.clone());
-                let seq = self
-                    .store
-                    .add_task_message(task.id, message.clone())
-                    .await
-                    .map_err(|e| store_error(e, &id))?;
+                let (task, seq) = match self.store.add_task_message(task.id, message.clone()).await
+                {
+                    Ok(recorded) => recorded,
+                    // It ended between the read and the write.
+                    Err(StoreError::Rejected(_)) => {
+                        return Err(A2aError::UnsupportedOperation(format!(
+                            "task {id} has ended; send without taskId to start a new task"
+                        )));
+                    }
+                    Err(e) => return Err(store_error(e, &id)),
+                };
                 Ok((task, seq, message))
             }
             None => {
@@ -198,14 +217,16 @@ impl TaskEngine {
             self.run_in_background(instance, &task, message);
             return Ok(trim_history(task, opts.history_length));
         }
-        self.run(&instance.runtime, task.id, &task.context_id, &message)
-            .await?;
-        let (_, done) = self
-            .store
-            .get_task(task.id)
-            .await
-            .map_err(|e| store_error(e, &task.id.to_string()))?;
-        Ok(trim_history(done, opts.history_length))
+        let ran = self
+            .run(&instance.runtime, task.id, &task.context_id, &message)
+            .await;
+        // A run that failed was recorded as a failed task: answer with it
+        // when it can be read, so a client does not retry into a duplicate.
+        match (self.store.get_task(task.id).await, ran) {
+            (Ok((_, done)), _) => Ok(trim_history(done, opts.history_length)),
+            (Err(_), Err(e)) => Err(e),
+            (Err(e), Ok(())) => Err(store_error(e, &task.id.to_string())),
+        }
     }
 
     /// Starts a task for a streaming send: returns the task as recorded and
@@ -243,7 +264,39 @@ impl TaskEngine {
         Ok((task, seq))
     }
 
-    /// Works the task with the instance's runtime until it ends or is interrupted.
+    /// A subscriber resuming after event `after`: the task (read with its
+    /// newest seq in one snapshot). An id past the task's newest event is
+    /// refused: the client cannot have seen it, and later events of the
+    /// task with smaller ids would be skipped.
+    pub async fn resume(
+        &self,
+        instance: &Instance,
+        id: &str,
+        after: u64,
+    ) -> Result<Task, A2aError> {
+        let task_id: TaskId = id
+            .parse()
+            .map_err(|_| A2aError::TaskNotFound(id.to_owned()))?;
+        let (owner, task, newest) = self
+            .store
+            .task_snapshot(task_id)
+            .await
+            .map_err(|e| store_error(e, id))?;
+        if owner != instance.name {
+            return Err(A2aError::TaskNotFound(id.to_owned()));
+        }
+        if after > newest {
+            return Err(A2aError::InvalidParams {
+                field: "Last-Event-ID".into(),
+                message: format!("{after} is past the last event of task {id} ({newest})"),
+            });
+        }
+        Ok(task)
+    }
+
+    /// Works the task with the instance's runtime until it ends or is
+    /// interrupted. If a step cannot be recorded, the task is ended as
+    /// failed with the reason, never left looking alive.
     async fn run(
         &self,
         runtime: &Runtime,
@@ -251,58 +304,96 @@ impl TaskEngine {
         context_id: &str,
         input: &Message,
     ) -> Result<(), A2aError> {
-        let key = id.to_string();
-        match runtime {
-            Runtime::Echo => {
-                // A cancel may land between these steps: a refused transition
-                // then means the task already ended, which is the truth.
-                let steps: [Result<u64, StoreError>; 3] = [
-                    self.store
-                        .set_task_status(id, status(TaskState::Working, None))
-                        .await,
-                    self.store
-                        .add_task_artifact(
-                            id,
-                            Artifact {
-                                artifact_id: uuid::Uuid::now_v7().to_string(),
-                                name: Some("echo".into()),
-                                description: None,
-                                parts: input.parts.clone(),
-                                metadata: None,
-                                extensions: vec![],
-                            },
-                            false,
-                            true,
-                        )
-                        .await,
-                    self.store
-                        .set_task_status(
-                            id,
-                            status(
-                                TaskState::Completed,
-                                Some(Message {
-                                    message_id: uuid::Uuid::now_v7().to_string(),
-                                    context_id: Some(context_id.to_owned()),
-                                    task_id: Some(key.clone()),
-                                    role: Role::Agent,
-                                    parts: input.parts.clone(),
-                                    metadata: None,
-                                    extensions: vec![],
-                                    reference_task_ids: vec![],
-                                }),
-                            ),
-                        )
-                        .await,
-                ];
-                for step in steps {
-                    match step {
-                        Ok(_) | Err(StoreError::Rejected(_)) => {}
-                        Err(e) => return Err(store_error(e, &key)),
-                    }
+        let result = match runtime {
+            Runtime::Echo => self.echo(id, context_id, input).await,
+        };
+        if let Err(e) = &result {
+            let why = agent_message(
+                id,
+                context_id,
+                vec![Part::text(format!(
+                    "the task could not be run: {}",
+                    e.message()
+                ))],
+            );
+            match self
+                .store
+                .set_task_status(id, status(TaskState::Failed, Some(why)))
+                .await
+            {
+                Ok(_) | Err(StoreError::Rejected(_)) => {}
+                Err(e2) => {
+                    tracing::error!(task = %id, error = %e2, "cannot record the failure of a task")
                 }
-                Ok(())
             }
         }
+        result
+    }
+
+    /// The echo runtime: working, an artifact with the user's parts, then
+    /// completed with an agent message carrying them. A step refused
+    /// because the task already ended (a cancel landed) ends the run.
+    async fn echo(&self, id: TaskId, context_id: &str, input: &Message) -> Result<(), A2aError> {
+        let key = id.to_string();
+        for step in 0..3 {
+            let recorded = match step {
+                0 => {
+                    self.store
+                        .set_task_status(id, status(TaskState::Working, None))
+                        .await
+                }
+                1 => {
+                    let artifact = Artifact {
+                        artifact_id: uuid::Uuid::now_v7().to_string(),
+                        name: Some("echo".into()),
+                        description: None,
+                        parts: input.parts.clone(),
+                        metadata: None,
+                        extensions: vec![],
+                    };
+                    self.store
+                        .add_task_artifact(id, artifact, false, true)
+                        .await
+                }
+                _ => {
+                    let reply = agent_message(id, context_id, input.parts.clone());
+                    self.store
+                        .set_task_status(id, status(TaskState::Completed, Some(reply)))
+                        .await
+                }
+            };
+            match recorded {
+                Ok(_) => {}
+                Err(StoreError::Rejected(_)) => return Ok(()),
+                Err(e) => return Err(store_error(e, &key)),
+            }
+        }
+        Ok(())
+    }
+
+    /// At start-up: tasks a previous server left in flight have nothing
+    /// running them any more (the runtimes are in-process); end them as
+    /// failed, saying why. Returns how many.
+    pub async fn settle_interrupted(&self) -> Result<usize, StoreError> {
+        let live = self.store.live_tasks().await?;
+        for (id, context_id) in &live {
+            let why = agent_message(
+                *id,
+                context_id,
+                vec![Part::text(
+                    "the server stopped while this task was in flight; its work was lost",
+                )],
+            );
+            match self
+                .store
+                .set_task_status(*id, status(TaskState::Failed, Some(why)))
+                .await
+            {
+                Ok(_) | Err(StoreError::Rejected(_)) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(live.len())
     }
 
     /// `GetTask`.

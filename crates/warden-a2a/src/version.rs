@@ -14,11 +14,12 @@ pub enum ProtocolVersion {
 }
 
 impl ProtocolVersion {
-    /// Parses the header (or query) value; absent means 0.3 and the patch
+    /// Parses the header (or query) value; absent or empty means 0.3 and the patch
     /// number is ignored. Anything else is refused: the caller answers
     /// `VersionNotSupportedError`, never a default.
     pub fn negotiate(value: Option<&str>) -> Result<Self, WireError> {
-        let Some(raw) = value.map(str::trim) else {
+        // Absent or empty both mean 0.3 (spec §3.6.2).
+        let Some(raw) = value.map(str::trim).filter(|v| !v.is_empty()) else {
             return Ok(Self::V0_3);
         };
         let mut parts = raw.split('.');
@@ -75,7 +76,11 @@ mod tests {
             ProtocolVersion::negotiate(Some(" 0.3 ")),
             Ok(ProtocolVersion::V0_3)
         );
-        for bad in ["99.0", "0.5", "1.1", "", "1.0.x", "1.0.1.2", "v1"] {
+        assert_eq!(
+            ProtocolVersion::negotiate(Some("")),
+            Ok(ProtocolVersion::V0_3)
+        );
+        for bad in ["99.0", "0.5", "1.1", "1.0.x", "1.0.1.2", "v1"] {
             let err = ProtocolVersion::negotiate(Some(bad)).unwrap_err();
             assert_eq!(err.field, "A2A-Version", "{bad}");
         }

@@ -207,19 +207,27 @@ impl Store {
         .await
     }
 
-    /// Adds a message to a live task's history and appends `task.message`.
-    pub async fn add_task_message(&self, id: TaskId, message: Message) -> Result<u64, StoreError> {
+    /// Adds a message to a live task's history and appends `task.message`;
+    /// returns the task as it is then and the event's seq.
+    pub async fn add_task_message(
+        &self,
+        id: TaskId,
+        message: Message,
+    ) -> Result<(Task, u64), StoreError> {
         self.write(move |c| {
             let id = id.to_string();
             refuse_if_terminal(c, &id, "message")?;
             push_message(c, &id, &message)?;
-            events::append(
+            let seq = events::append(
                 c,
                 "task",
                 &id,
                 "task.message",
                 &json!({ "message": message }),
-            )
+            )?;
+            // Read in the same transaction: a stream that starts with this
+            // task and continues after `seq` misses nothing.
+            Ok((load_task(c, &id)?, seq))
         })
         .await
     }
@@ -259,6 +267,24 @@ impl Store {
                     id: id.clone(),
                 })?;
             Ok((instance, load_task(c, &id)?))
+        })
+        .await
+    }
+
+    /// Tasks not yet ended (any instance), with their context ids. At
+    /// start-up these are tasks a previous server left in flight.
+    pub async fn live_tasks(&self) -> Result<Vec<(TaskId, String)>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached(
+                "SELECT id, context_id FROM tasks
+                 WHERE state IN ('submitted', 'working', 'input_required', 'auth_required') ORDER BY id",
+            )?
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
+            .map(|row| {
+                let (id, ctx) = row?;
+                Ok((id.parse()?, ctx))
+            })
+            .collect()
         })
         .await
     }

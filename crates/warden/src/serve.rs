@@ -54,8 +54,18 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         workspace: std::env::current_dir().context("cannot read the current directory")?,
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
     };
+    let engine = warden_a2a::engine::TaskEngine::new(store.clone());
+    let interrupted = engine.settle_interrupted().await?;
+    if interrupted > 0 {
+        tracing::warn!(
+            tasks = interrupted,
+            "marked A2A tasks interrupted by a server restart as failed"
+        );
+    }
     let a2a = warden_a2a::server::A2aState {
-        engine: warden_a2a::engine::TaskEngine::new(store.clone()),
+        engine,
+        streams: Arc::new(tokio::sync::Semaphore::new(warden_a2a::server::MAX_STREAMS)),
+        shutdown: shutdown.clone(),
         instances: Arc::new(warden_a2a::instance::Instances::default_only()),
     };
     let app = server::router(

@@ -3,6 +3,8 @@
 //! it exists. A request that says `A2A-Version: 1.0` gets the pure 1.0
 //! card; one without the header (a 0.3 client) also gets the 0.3 fields.
 
+use std::collections::HashMap;
+
 use axum::http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -44,8 +46,13 @@ pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
 
 /// Serves the card with `ETag` (and `304` on a matching `If-None-Match`)
 /// and `Cache-Control`. An unsupported `A2A-Version` is refused.
-pub fn respond(instance: &Instance, url: &str, headers: &HeaderMap) -> Response {
-    let asked = headers.get("a2a-version").and_then(|v| v.to_str().ok());
+pub fn respond(
+    instance: &Instance,
+    url: &str,
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+) -> Response {
+    let asked = super::asked_version(headers, query);
     let version = match ProtocolVersion::negotiate(asked) {
         Ok(v) => v,
         Err(e) => {

@@ -17,6 +17,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{any, get, post};
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
 
 use crate::engine::TaskEngine;
 use crate::instance::{DEFAULT_INSTANCE, Instances};
@@ -29,7 +31,14 @@ pub struct A2aState {
     pub engine: TaskEngine,
     /// The hosted instances.
     pub instances: Arc<Instances>,
+    /// Caps open event streams (see [`MAX_STREAMS`]).
+    pub streams: Arc<Semaphore>,
+    /// Cancelled when the server shuts down; open streams end on it.
+    pub shutdown: CancellationToken,
 }
+
+/// The most A2A event streams open at once.
+pub const MAX_STREAMS: usize = 256;
 
 /// The A2A routes of every instance.
 pub fn router(state: A2aState) -> Router {
@@ -50,6 +59,23 @@ pub fn router(state: A2aState) -> Router {
         .route("/agents/{instance}/{*rest}", any(instance_rest))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
+}
+
+/// The `A2A-Version` a request asked for: the header, else the query
+/// parameter (its name matched without regard to case).
+pub(crate) fn asked_version<'a>(
+    headers: &'a HeaderMap,
+    query: &'a HashMap<String, String>,
+) -> Option<&'a str> {
+    headers
+        .get("a2a-version")
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| {
+            query
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("a2a-version"))
+                .map(|(_, v)| v.as_str())
+        })
 }
 
 /// The largest request body an A2A endpoint reads (1 MiB).
@@ -94,9 +120,13 @@ fn base_url(headers: &HeaderMap) -> String {
     format!("http://{host}")
 }
 
-async fn default_card(State(state): State<A2aState>, headers: HeaderMap) -> Response {
+async fn default_card(
+    State(state): State<A2aState>,
+    Query(query): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
     match state.instances.get(DEFAULT_INSTANCE) {
-        Some(i) => card::respond(&i, &format!("{}/", base_url(&headers)), &headers),
+        Some(i) => card::respond(&i, &format!("{}/", base_url(&headers)), &headers, &query),
         None => no_instance(DEFAULT_INSTANCE),
     }
 }
@@ -104,6 +134,7 @@ async fn default_card(State(state): State<A2aState>, headers: HeaderMap) -> Resp
 async fn instance_card(
     State(state): State<A2aState>,
     Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
     match state.instances.get(&name) {
@@ -111,6 +142,7 @@ async fn instance_card(
             &i,
             &format!("{}/agents/{name}/", base_url(&headers)),
             &headers,
+            &query,
         ),
         None => no_instance(&name),
     }
@@ -118,6 +150,7 @@ async fn instance_card(
 
 async fn default_rpc(
     State(state): State<A2aState>,
+    Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -126,7 +159,7 @@ async fn default_rpc(
         Err(e) => return unreadable(&e),
     };
     match state.instances.get(DEFAULT_INSTANCE) {
-        Some(i) => rpc::handle(&state, &i, &headers, &body).await,
+        Some(i) => rpc::handle(&state, &i, &headers, &query, &body).await,
         None => no_instance(DEFAULT_INSTANCE),
     }
 }
@@ -134,6 +167,7 @@ async fn default_rpc(
 async fn instance_rpc(
     State(state): State<A2aState>,
     Path(name): Path<String>,
+    Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
@@ -142,7 +176,7 @@ async fn instance_rpc(
         Err(e) => return unreadable(&e),
     };
     match state.instances.get(&name) {
-        Some(i) => rpc::handle(&state, &i, &headers, &body).await,
+        Some(i) => rpc::handle(&state, &i, &headers, &query, &body).await,
         None => no_instance(&name),
     }
 }

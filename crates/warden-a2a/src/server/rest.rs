@@ -37,10 +37,7 @@ pub fn error(e: &A2aError) -> Response {
 /// The binding speaks 1.0 only; a request without `A2A-Version` is a 0.3
 /// client, whose HTTP+JSON paths (`/v1/…`) are not served yet.
 fn require_v1(headers: &HeaderMap, query: &HashMap<String, String>) -> Result<(), A2aError> {
-    let asked = headers
-        .get("a2a-version")
-        .and_then(|v| v.to_str().ok())
-        .or_else(|| query.get("A2A-Version").map(String::as_str));
+    let asked = super::asked_version(headers, query);
     match ProtocolVersion::negotiate(asked) {
         Ok(ProtocolVersion::V1_0) => Ok(()),
         Ok(ProtocolVersion::V0_3) => Err(A2aError::VersionNotSupported(
@@ -156,7 +153,7 @@ pub async fn handle(
             return match body::<v1::SendMessageRequest>(bytes).and_then(message_of) {
                 Ok((message, _)) => match engine.send_streaming(instance, message).await {
                     Ok((task, seq)) => {
-                        stream::respond(engine.clone(), Some(task.clone()), &task, seq, framing)
+                        stream::respond(state, Some(task.clone()), &task, seq, framing)
                     }
                     Err(e) => error(&e),
                 },
@@ -183,7 +180,7 @@ pub async fn handle(
             Some((id, "subscribe")) if m == "GET" || m == "POST" => {
                 let resumed = match stream::last_event_id(headers) {
                     Some(after) => engine
-                        .get(instance, id, None)
+                        .resume(instance, id, after)
                         .await
                         .map(|t| (None, t, after)),
                     None => engine
@@ -193,7 +190,7 @@ pub async fn handle(
                 };
                 return match resumed {
                     Ok((first, task, after)) => {
-                        stream::respond(engine.clone(), first, &task, after, framing)
+                        stream::respond(state, first, &task, after, framing)
                     }
                     Err(e) => error(&e),
                 };

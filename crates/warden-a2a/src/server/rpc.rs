@@ -1,6 +1,8 @@
 //! The JSON-RPC endpoint: one envelope, two method sets (1.0 and 0.3),
 //! each answered in its own version's shapes.
 
+use std::collections::HashMap;
+
 use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -33,6 +35,7 @@ pub async fn handle(
     state: &A2aState,
     instance: &Instance,
     headers: &HeaderMap,
+    query: &HashMap<String, String>,
     body: &[u8],
 ) -> Response {
     let req = match Request::parse(body) {
@@ -40,7 +43,7 @@ pub async fn handle(
         Err((id, e)) => return reply(jsonrpc::error(id.as_ref(), &e)),
     };
     let id = req.id.clone().unwrap_or(Value::Null);
-    let asked = headers.get("a2a-version").and_then(|v| v.to_str().ok());
+    let asked = super::asked_version(headers, query);
     let version = match ProtocolVersion::negotiate(asked) {
         Ok(v) => v,
         Err(e) => {
@@ -58,22 +61,14 @@ pub async fn handle(
         (ProtocolVersion::V1_0, "SendStreamingMessage")
         | (ProtocolVersion::V0_3, "message/stream") => {
             return match stream_send(state, instance, &req, version).await {
-                Ok((task, seq)) => stream::respond(
-                    state.engine.clone(),
-                    Some(task.clone()),
-                    &task,
-                    seq,
-                    framing,
-                ),
+                Ok((task, seq)) => stream::respond(state, Some(task.clone()), &task, seq, framing),
                 Err(e) => reply(jsonrpc::error(Some(&id), &e)),
             };
         }
         (ProtocolVersion::V1_0, "SubscribeToTask")
         | (ProtocolVersion::V0_3, "tasks/resubscribe") => {
             return match subscribe(state, instance, &req, headers).await {
-                Ok((first, task, after)) => {
-                    stream::respond(state.engine.clone(), first, &task, after, framing)
-                }
+                Ok((first, task, after)) => stream::respond(state, first, &task, after, framing),
                 Err(e) => reply(jsonrpc::error(Some(&id), &e)),
             };
         }
@@ -137,7 +132,11 @@ async fn subscribe(
 ) -> Result<(Option<Task>, Task, u64), A2aError> {
     let p: IdParams = params(req)?;
     match stream::last_event_id(headers) {
-        Some(after) => Ok((None, state.engine.get(instance, &p.id, None).await?, after)),
+        Some(after) => Ok((
+            None,
+            state.engine.resume(instance, &p.id, after).await?,
+            after,
+        )),
         None => {
             let (task, seq) = state.engine.subscribe(instance, &p.id).await?;
             Ok((Some(task.clone()), task, seq))

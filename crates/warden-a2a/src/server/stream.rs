@@ -5,6 +5,7 @@
 //! order, and closes after a terminal or interrupted state.
 
 use std::convert::Infallible;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -14,9 +15,11 @@ use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
 use warden_core::{Task, TaskEvent};
 
+use super::{A2aState, MAX_STREAMS};
 use crate::ProtocolVersion;
-use crate::engine::{TaskEngine, event_from_log};
+use crate::engine::event_from_log;
 use crate::jsonrpc;
+use crate::jsonrpc::A2aError;
 use crate::wire::{v1, v03};
 
 const PAGE: u32 = 256;
@@ -68,16 +71,33 @@ fn ends(event: &TaskEvent) -> bool {
 /// The SSE response: `first` (sent with id `after`) unless resuming, then
 /// every event of the task after `after`.
 pub fn respond(
-    engine: TaskEngine,
+    state: &A2aState,
     first: Option<Task>,
     task: &Task,
     after: u64,
     framing: Framing,
 ) -> Response {
+    // Open streams are capped: each can hold a page of events in memory.
+    let Ok(permit) = Arc::clone(&state.streams).try_acquire_owned() else {
+        let mut body = A2aError::UnsupportedOperation(format!(
+            "{MAX_STREAMS} streams are open, the maximum; retry later"
+        ))
+        .to_rest();
+        body["error"]["code"] = 503.into();
+        body["error"]["status"] = "UNAVAILABLE".into();
+        return (
+            axum::http::StatusCode::SERVICE_UNAVAILABLE,
+            axum::Json(body),
+        )
+            .into_response();
+    };
+    let engine = state.engine.clone();
+    let shutdown = state.shutdown.clone();
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(32);
     let (task_id, context_id) = (task.id, task.context_id.clone());
     let already_over = task.status.state.is_terminal();
     tokio::spawn(async move {
+        let _permit = permit;
         if let Some(t) = &first
             && tx
                 .send(Ok(sse_event(after, &framing.task(t))))
@@ -127,6 +147,7 @@ pub fn respond(
             tokio::select! {
                 changed = committed.changed() => if changed.is_err() { return },
                 () = tx.closed() => return,
+                () = shutdown.cancelled() => return,
             }
         }
     });

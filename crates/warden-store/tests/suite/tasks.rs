@@ -139,7 +139,8 @@ async fn terminal_states_are_sticky_and_refusals_change_nothing() {
             .await,
         store
             .add_task_message(t.id, message("m9", Role::User, "more"))
-            .await,
+            .await
+            .map(|(_, seq)| seq),
     ] {
         assert!(
             matches!(

@@ -679,3 +679,49 @@ async fn http_json_binding_1_0() {
         ["task", "statusUpdate", "artifactUpdate", "statusUpdate"]
     );
 }
+
+#[tokio::test]
+async fn version_from_query_or_empty_header_and_bogus_resume_ids() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    // An empty header means 0.3; the query parameter works like the header.
+    let resp = server
+        .client
+        .get(server.url("/.well-known/agent-card.json"))
+        .header("A2A-Version", "")
+        .send()
+        .await
+        .unwrap();
+    let card: Value = resp.json().await.unwrap();
+    assert_eq!(card["protocolVersion"], "0.3.0");
+    let msg = json!({"messageId": "q1", "role": "ROLE_USER", "parts": [{"text": "q"}]});
+    let sent = rpc(
+        &server,
+        "/?A2A-Version=1.0",
+        None,
+        call(1, "SendMessage", json!({"message": msg})),
+    )
+    .await;
+    assert_eq!(
+        sent["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{sent}"
+    );
+    let id = sent["result"]["task"]["id"].as_str().unwrap();
+
+    // A Last-Event-ID past the task's newest event cannot be resumed from.
+    let resp = server
+        .client
+        .post(server.url("/"))
+        .header("A2A-Version", "1.0")
+        .header("Last-Event-ID", "999999999")
+        .json(&call(2, "SubscribeToTask", json!({"id": id})))
+        .send()
+        .await
+        .unwrap();
+    let err: Value = resp.json().await.unwrap();
+    assert_eq!(err["error"]["code"], -32602, "{err}");
+    assert_eq!(
+        err["error"]["data"][1]["fieldViolations"][0]["field"],
+        "Last-Event-ID"
+    );
+}
