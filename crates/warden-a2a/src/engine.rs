@@ -445,11 +445,6 @@ impl TaskEngine {
                 message: "must be from 1 to 100".into(),
             });
         }
-        let total_size = self
-            .store
-            .count_tasks(&instance.name, q.filter.clone())
-            .await
-            .map_err(|e| store_error(e, ""))?;
         let page = self
             .store
             .list_tasks(&instance.name, q.filter, page_size, q.page_token)
@@ -474,8 +469,8 @@ impl TaskEngine {
         Ok(ListResult {
             tasks,
             next_page_token: page.next_page_token.unwrap_or_default(),
+            total_size: page.total_size,
             page_size,
-            total_size,
         })
     }
 }

@@ -16,6 +16,9 @@ pub struct TaskPage {
     pub tasks: Vec<Task>,
     /// Pass back to get the next page; `None` on the last page.
     pub next_page_token: Option<String>,
+    /// How many tasks match the filter across all pages, counted in the
+    /// same snapshot as the page.
+    pub total_size: u64,
 }
 
 /// Which tasks `list_tasks` returns.
@@ -79,6 +82,26 @@ fn load_task(conn: &Connection, id: &str) -> Result<Task, StoreError> {
         history,
         metadata: metadata.map(|m| serde_json::from_str(&m)).transpose()?,
     })
+}
+
+fn count_in(conn: &Connection, instance: &str, filter: &TaskFilter) -> Result<u64, StoreError> {
+    let n: i64 = conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM tasks WHERE instance = ?1
+               AND (?2 IS NULL OR context_id = ?2)
+               AND (?3 IS NULL OR state = ?3)
+               AND (?4 IS NULL OR updated_at >= ?4)",
+        )?
+        .query_row(
+            params![
+                instance,
+                filter.context_id,
+                filter.state.map(TaskState::as_str),
+                filter.updated_after.map(|t| t.as_millis() as i64)
+            ],
+            |r| r.get(0),
+        )?;
+    Ok(n.max(0) as u64)
 }
 
 fn push_message(conn: &Connection, id: &str, message: &Message) -> Result<(), StoreError> {
@@ -257,8 +280,10 @@ impl Store {
     /// One task with its full history and artifacts, and the instance it belongs to.
     pub async fn get_task(&self, id: TaskId) -> Result<(String, Task), StoreError> {
         self.read(move |c| {
+            // One snapshot: status, history and artifacts from the same commit.
+            let tx = c.unchecked_transaction()?;
             let id = id.to_string();
-            let instance: String = c
+            let instance: String = tx
                 .prepare_cached("SELECT instance FROM tasks WHERE id = ?1")?
                 .query_row([&id], |r| r.get(0))
                 .optional()?
@@ -266,7 +291,9 @@ impl Store {
                     kind: "task",
                     id: id.clone(),
                 })?;
-            Ok((instance, load_task(c, &id)?))
+            let task = load_task(&tx, &id)?;
+            tx.commit()?;
+            Ok((instance, task))
         })
         .await
     }
@@ -285,31 +312,6 @@ impl Store {
                 Ok((id.parse()?, ctx))
             })
             .collect()
-        })
-        .await
-    }
-
-    /// How many tasks of `instance` match `filter`.
-    pub async fn count_tasks(&self, instance: &str, filter: TaskFilter) -> Result<u64, StoreError> {
-        let instance = instance.to_owned();
-        self.read(move |c| {
-            let n: i64 = c
-                .prepare_cached(
-                    "SELECT COUNT(*) FROM tasks WHERE instance = ?1
-                       AND (?2 IS NULL OR context_id = ?2)
-                       AND (?3 IS NULL OR state = ?3)
-                       AND (?4 IS NULL OR updated_at >= ?4)",
-                )?
-                .query_row(
-                    params![
-                        instance,
-                        filter.context_id,
-                        filter.state.map(TaskState::as_str),
-                        filter.updated_after.map(|t| t.as_millis() as i64)
-                    ],
-                    |r| r.get(0),
-                )?;
-            Ok(n.max(0) as u64)
         })
         .await
     }
@@ -340,7 +342,10 @@ impl Store {
         };
         let instance = instance.to_owned();
         self.read(move |c| {
-            let mut stmt = c.prepare_cached(
+            // One snapshot for the page and the count it is reported with.
+            let tx = c.unchecked_transaction()?;
+            let total_size = count_in(&tx, &instance, &filter)?;
+            let mut stmt = tx.prepare_cached(
                 "SELECT id, updated_at FROM tasks
                  WHERE instance = ?1
                    AND (?2 IS NULL OR context_id = ?2)
@@ -369,16 +374,19 @@ impl Store {
             let rows = &rows[..rows.len().min(page_size as usize)];
             let tasks = rows
                 .iter()
-                .map(|(id, _)| load_task(c, id))
+                .map(|(id, _)| load_task(&tx, id))
                 .collect::<Result<Vec<_>, _>>()?;
             let next_page_token = if more {
                 rows.last().map(|(id, ms)| format!("{ms}.{id}"))
             } else {
                 None
             };
+            drop(stmt);
+            tx.commit()?;
             Ok(TaskPage {
                 tasks,
                 next_page_token,
+                total_size,
             })
         })
         .await

@@ -220,7 +220,7 @@ async fn listing_is_newest_status_first_with_a_stable_cursor_and_filters() {
         )
         .await
         .unwrap();
-    assert_eq!(even.tasks.len(), 4);
+    assert_eq!((even.tasks.len(), even.total_size), (4, 4));
     let working = store
         .list_tasks(
             "default",
