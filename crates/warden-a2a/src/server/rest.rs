@@ -16,7 +16,7 @@ use warden_store::TaskFilter;
 use super::A2aState;
 use super::stream::{self, Framing};
 use crate::ProtocolVersion;
-use crate::engine::{ListQuery, SendOptions};
+use crate::engine::{ListQuery, SendOptions, trim_history};
 use crate::instance::Instance;
 use crate::jsonrpc::A2aError;
 use crate::wire::v1;
@@ -150,13 +150,23 @@ pub async fn handle(
             }
         }
         ("POST", "message:stream") => {
-            return match body::<v1::SendMessageRequest>(bytes).and_then(message_of) {
-                Ok((message, _)) => match engine.send_streaming(instance, message).await {
-                    Ok((task, seq)) => {
-                        stream::respond(state, Some(task.clone()), &task, seq, framing)
-                    }
-                    Err(e) => error(&e),
-                },
+            let (message, config) = match body::<v1::SendMessageRequest>(bytes).and_then(message_of)
+            {
+                Ok(parsed) => parsed,
+                Err(e) => return error(&e),
+            };
+            let Ok(history) = config.history_length.map(usize::try_from).transpose() else {
+                return error(&A2aError::InvalidParams {
+                    field: "configuration.historyLength".into(),
+                    message: "must not be negative".into(),
+                });
+            };
+            return match engine.send_streaming(instance, message).await {
+                // historyLength applies to the task the stream starts with.
+                Ok((task, seq)) => {
+                    let first = trim_history(task.clone(), history);
+                    stream::respond(state, Some(first), &task, seq, framing)
+                }
                 Err(e) => error(&e),
             };
         }

@@ -15,7 +15,7 @@ use warden_store::TaskFilter;
 use super::A2aState;
 use super::stream::{self, Framing};
 use crate::ProtocolVersion;
-use crate::engine::{ListQuery, SendOptions};
+use crate::engine::{ListQuery, SendOptions, trim_history};
 use crate::instance::Instance;
 use crate::jsonrpc::{self, A2aError, Request};
 use crate::wire::{v1, v03};
@@ -91,35 +91,39 @@ async fn stream_send(
     req: &Request,
     version: ProtocolVersion,
 ) -> Result<(Task, u64), A2aError> {
-    let message: Message = match version {
+    let (message, history): (Message, Option<i64>) = match version {
         ProtocolVersion::V1_0 => {
             let p: v1::SendMessageRequest = params(req)?;
-            if p.configuration
-                .as_ref()
-                .is_some_and(|c| c.task_push_notification_config.is_some())
-            {
+            let config = p.configuration.unwrap_or_default();
+            if config.task_push_notification_config.is_some() {
                 return Err(A2aError::PushNotificationNotSupported);
             }
-            p.message
+            let message = p
+                .message
                 .ok_or_else(|| A2aError::InvalidParams {
                     field: "message".into(),
                     message: "is required".into(),
                 })?
                 .try_into()
-                .map_err(|e| invalid(e, "message"))?
+                .map_err(|e| invalid(e, "message"))?;
+            (message, config.history_length.map(i64::from))
         }
         ProtocolVersion::V0_3 => {
             let p: SendParams03 = params(req)?;
-            if p.configuration
-                .as_ref()
-                .is_some_and(|c| c.push_notification_config.is_some())
-            {
+            let config = p.configuration.unwrap_or_default();
+            if config.push_notification_config.is_some() {
                 return Err(A2aError::PushNotificationNotSupported);
             }
-            p.message.try_into().map_err(|e| invalid(e, "message"))?
+            (
+                p.message.try_into().map_err(|e| invalid(e, "message"))?,
+                config.history_length,
+            )
         }
     };
-    state.engine.send_streaming(instance, message).await
+    let history = history_length(history)?;
+    let (task, seq) = state.engine.send_streaming(instance, message).await?;
+    // historyLength applies to the task the stream starts with.
+    Ok((trim_history(task, history), seq))
 }
 
 /// A subscription: the current task then its later events, or with

@@ -471,7 +471,11 @@ async fn streaming_send_0_3_marks_the_last_event_final() {
         &server,
         None,
         None,
-        call(3, "message/stream", json!({"message": msg})),
+        call(
+            3,
+            "message/stream",
+            json!({"message": msg, "configuration": {"historyLength": 0}}),
+        ),
     )
     .await;
     let kinds: Vec<(String, Option<bool>)> = events
@@ -493,6 +497,10 @@ async fn streaming_send_0_3_marks_the_last_event_final() {
         ]
     );
     assert_eq!(events[3].1["result"]["status"]["state"], "completed");
+    assert!(
+        events[0].1["result"].get("history").is_none(),
+        "historyLength 0 applies to the first task event"
+    );
 }
 
 async fn rest(
