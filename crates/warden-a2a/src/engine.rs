@@ -103,6 +103,23 @@ impl TaskEngine {
         &self.store
     }
 
+    /// `instance`'s task `id` with its newest event seq, in one snapshot.
+    async fn owned_snapshot(&self, instance: &Instance, id: &str) -> Result<(Task, u64), A2aError> {
+        let task_id: TaskId = id
+            .parse()
+            .map_err(|_| A2aError::TaskNotFound(id.to_owned()))?;
+        let (owner, task, seq) = self
+            .store
+            .task_snapshot(task_id)
+            .await
+            .map_err(|e| store_error(e, id))?;
+        // Another instance's task does not exist here.
+        if owner != instance.name {
+            return Err(A2aError::TaskNotFound(id.to_owned()));
+        }
+        Ok((task, seq))
+    }
+
     async fn owned_task(&self, instance: &Instance, id: &str) -> Result<Task, A2aError> {
         let task_id: TaskId = id
             .parse()
@@ -244,17 +261,7 @@ impl TaskEngine {
     /// The current task and the seq after which its later events follow,
     /// for a subscription; an ended task has nothing to subscribe to.
     pub async fn subscribe(&self, instance: &Instance, id: &str) -> Result<(Task, u64), A2aError> {
-        let task_id: TaskId = id
-            .parse()
-            .map_err(|_| A2aError::TaskNotFound(id.to_owned()))?;
-        let (owner, task, seq) = self
-            .store
-            .task_snapshot(task_id)
-            .await
-            .map_err(|e| store_error(e, id))?;
-        if owner != instance.name {
-            return Err(A2aError::TaskNotFound(id.to_owned()));
-        }
+        let (task, seq) = self.owned_snapshot(instance, id).await?;
         if task.status.state.is_terminal() {
             return Err(A2aError::UnsupportedOperation(format!(
                 "task {id} has ended ({}); there is nothing to subscribe to",
@@ -274,17 +281,7 @@ impl TaskEngine {
         id: &str,
         after: u64,
     ) -> Result<Task, A2aError> {
-        let task_id: TaskId = id
-            .parse()
-            .map_err(|_| A2aError::TaskNotFound(id.to_owned()))?;
-        let (owner, task, newest) = self
-            .store
-            .task_snapshot(task_id)
-            .await
-            .map_err(|e| store_error(e, id))?;
-        if owner != instance.name {
-            return Err(A2aError::TaskNotFound(id.to_owned()));
-        }
+        let (task, newest) = self.owned_snapshot(instance, id).await?;
         if after > newest {
             return Err(A2aError::InvalidParams {
                 field: "Last-Event-ID".into(),

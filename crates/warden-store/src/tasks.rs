@@ -104,6 +104,16 @@ fn count_in(conn: &Connection, instance: &str, filter: &TaskFilter) -> Result<u6
     Ok(n.max(0) as u64)
 }
 
+fn instance_of(conn: &Connection, id: &str) -> Result<String, StoreError> {
+    conn.prepare_cached("SELECT instance FROM tasks WHERE id = ?1")?
+        .query_row([id], |r| r.get(0))
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound {
+            kind: "task",
+            id: id.to_owned(),
+        })
+}
+
 fn push_message(conn: &Connection, id: &str, message: &Message) -> Result<(), StoreError> {
     conn.prepare_cached(
         "INSERT INTO task_history (task_id, seq, message)
@@ -262,11 +272,7 @@ impl Store {
         self.read(move |c| {
             let tx = c.unchecked_transaction()?;
             let id = id.to_string();
-            let instance: String = tx
-                .prepare_cached("SELECT instance FROM tasks WHERE id = ?1")?
-                .query_row([&id], |r| r.get(0))
-                .optional()?
-                .ok_or_else(|| StoreError::NotFound { kind: "task", id: id.clone() })?;
+            let instance = instance_of(&tx, &id)?;
             let task = load_task(&tx, &id)?;
             let seq: i64 = tx
                 .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM events WHERE entity_kind = 'task' AND entity_id = ?1")?
@@ -283,14 +289,7 @@ impl Store {
             // One snapshot: status, history and artifacts from the same commit.
             let tx = c.unchecked_transaction()?;
             let id = id.to_string();
-            let instance: String = tx
-                .prepare_cached("SELECT instance FROM tasks WHERE id = ?1")?
-                .query_row([&id], |r| r.get(0))
-                .optional()?
-                .ok_or_else(|| StoreError::NotFound {
-                    kind: "task",
-                    id: id.clone(),
-                })?;
+            let instance = instance_of(&tx, &id)?;
             let task = load_task(&tx, &id)?;
             tx.commit()?;
             Ok((instance, task))

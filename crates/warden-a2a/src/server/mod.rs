@@ -2,6 +2,7 @@
 //! endpoint, at `/agents/{name}/` and, for the `default` instance, at `/`.
 
 mod card;
+mod params;
 mod rest;
 mod rpc;
 mod stream;
@@ -120,15 +121,26 @@ fn base_url(headers: &HeaderMap) -> String {
     format!("http://{host}")
 }
 
+/// The card of instance `name`, whose URL is `path` on the host the client used.
+fn card_at(
+    state: &A2aState,
+    name: &str,
+    path: &str,
+    query: &HashMap<String, String>,
+    headers: &HeaderMap,
+) -> Response {
+    match state.instances.get(name) {
+        Some(i) => card::respond(&i, &format!("{}{path}", base_url(headers)), headers, query),
+        None => no_instance(name),
+    }
+}
+
 async fn default_card(
     State(state): State<A2aState>,
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    match state.instances.get(DEFAULT_INSTANCE) {
-        Some(i) => card::respond(&i, &format!("{}/", base_url(&headers)), &headers, &query),
-        None => no_instance(DEFAULT_INSTANCE),
-    }
+    card_at(&state, DEFAULT_INSTANCE, "/", &query, &headers)
 }
 
 async fn instance_card(
@@ -137,31 +149,24 @@ async fn instance_card(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    match state.instances.get(&name) {
-        Some(i) => card::respond(
-            &i,
-            &format!("{}/agents/{name}/", base_url(&headers)),
-            &headers,
-            &query,
-        ),
-        None => no_instance(&name),
-    }
+    card_at(&state, &name, &format!("/agents/{name}/"), &query, &headers)
 }
 
+/// The default instance's JSON-RPC endpoint at `/`.
 async fn default_rpc(
-    State(state): State<A2aState>,
-    Query(query): Query<HashMap<String, String>>,
+    state: State<A2aState>,
+    query: Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(e) => return unreadable(&e),
-    };
-    match state.instances.get(DEFAULT_INSTANCE) {
-        Some(i) => rpc::handle(&state, &i, &headers, &query, &body).await,
-        None => no_instance(DEFAULT_INSTANCE),
-    }
+    instance_rpc(
+        state,
+        Path(DEFAULT_INSTANCE.to_owned()),
+        query,
+        headers,
+        body,
+    )
+    .await
 }
 
 async fn instance_rpc(
@@ -181,25 +186,25 @@ async fn instance_rpc(
     }
 }
 
+/// The default instance's HTTP+JSON routes at `/`.
 async fn default_rest(
-    State(state): State<A2aState>,
+    state: State<A2aState>,
     method: Method,
     uri: Uri,
-    Query(query): Query<HashMap<String, String>>,
+    query: Query<HashMap<String, String>>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let body = match body {
-        Ok(b) => b,
-        Err(e) => return unreadable(&e),
-    };
-    match state.instances.get(DEFAULT_INSTANCE) {
-        Some(i) => {
-            let path = uri.path().trim_start_matches('/');
-            rest::handle(&state, &i, &method, path, &query, &headers, &body).await
-        }
-        None => no_instance(DEFAULT_INSTANCE),
-    }
+    let path = uri.path().trim_start_matches('/').to_owned();
+    instance_rest(
+        state,
+        Path((DEFAULT_INSTANCE.to_owned(), path)),
+        method,
+        query,
+        headers,
+        body,
+    )
+    .await
 }
 
 async fn instance_rest(

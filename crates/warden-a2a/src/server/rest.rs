@@ -10,13 +10,11 @@ use axum::http::header::CONTENT_TYPE;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
-use warden_core::{Message, Timestamp};
-use warden_store::TaskFilter;
 
-use super::A2aState;
 use super::stream::{self, Framing};
+use super::{A2aState, params};
 use crate::ProtocolVersion;
-use crate::engine::{ListQuery, SendOptions, trim_history};
+use crate::engine::{SendOptions, trim_history};
 use crate::instance::Instance;
 use crate::jsonrpc::A2aError;
 use crate::wire::v1;
@@ -61,27 +59,6 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
     })
 }
 
-fn message_of(
-    req: v1::SendMessageRequest,
-) -> Result<(Message, v1::SendMessageConfiguration), A2aError> {
-    let config = req.configuration.unwrap_or_default();
-    if config.task_push_notification_config.is_some() {
-        return Err(A2aError::PushNotificationNotSupported);
-    }
-    let message = req
-        .message
-        .ok_or_else(|| A2aError::InvalidParams {
-            field: "message".into(),
-            message: "is required".into(),
-        })?
-        .try_into()
-        .map_err(|e: crate::WireError| A2aError::InvalidParams {
-            field: format!("message.{}", e.field),
-            message: e.message,
-        })?;
-    Ok((message, config))
-}
-
 fn int<T: std::str::FromStr>(
     q: &HashMap<String, String>,
     key: &str,
@@ -96,15 +73,24 @@ fn int<T: std::str::FromStr>(
         .transpose()
 }
 
-fn history_length(q: &HashMap<String, String>) -> Result<Option<usize>, A2aError> {
-    int::<i64>(q, "historyLength")?
-        .map(|n| {
-            usize::try_from(n).map_err(|_| A2aError::InvalidParams {
-                field: "historyLength".into(),
-                message: "must not be negative".into(),
-            })
-        })
-        .transpose()
+/// The body of `message:send` / `message:stream`: the message and how to answer.
+fn send_request(bytes: &[u8]) -> Result<(warden_core::Message, SendOptions), A2aError> {
+    let (message, config) = params::v1_send(body(bytes)?)?;
+    let history_length = params::history_length(
+        config.history_length.map(i64::from),
+        "configuration.historyLength",
+    )?;
+    Ok((
+        message,
+        SendOptions {
+            history_length,
+            return_immediately: config.return_immediately,
+        },
+    ))
+}
+
+fn query_history(q: &HashMap<String, String>) -> Result<Option<usize>, A2aError> {
+    params::history_length(int::<i64>(q, "historyLength")?, "historyLength")
 }
 
 /// One HTTP+JSON request on `instance`: `method` and the path below the instance URL.
@@ -126,45 +112,22 @@ pub async fn handle(
     };
     let engine = &state.engine;
     let result: Result<Value, A2aError> = match (method.as_str(), path) {
-        ("POST", "message:send") => {
-            match body::<v1::SendMessageRequest>(bytes).and_then(message_of) {
-                Ok((message, config)) => {
-                    match config.history_length.map(usize::try_from).transpose() {
-                        Ok(history_length) => {
-                            let opts = SendOptions {
-                                history_length,
-                                return_immediately: config.return_immediately,
-                            };
-                            engine
-                                .send(instance, message, opts)
-                                .await
-                                .map(|t| json!({ "task": v1::Task::from(&t) }))
-                        }
-                        Err(_) => Err(A2aError::InvalidParams {
-                            field: "configuration.historyLength".into(),
-                            message: "must not be negative".into(),
-                        }),
-                    }
-                }
-                Err(e) => Err(e),
-            }
-        }
+        ("POST", "message:send") => match send_request(bytes) {
+            Ok((message, opts)) => engine
+                .send(instance, message, opts)
+                .await
+                .map(|t| json!({ "task": v1::Task::from(&t) })),
+            Err(e) => Err(e),
+        },
         ("POST", "message:stream") => {
-            let (message, config) = match body::<v1::SendMessageRequest>(bytes).and_then(message_of)
-            {
+            let (message, opts) = match send_request(bytes) {
                 Ok(parsed) => parsed,
                 Err(e) => return error(&e),
-            };
-            let Ok(history) = config.history_length.map(usize::try_from).transpose() else {
-                return error(&A2aError::InvalidParams {
-                    field: "configuration.historyLength".into(),
-                    message: "must not be negative".into(),
-                });
             };
             return match engine.send_streaming(instance, message).await {
                 // historyLength applies to the task the stream starts with.
                 Ok((task, seq)) => {
-                    let first = trim_history(task.clone(), history);
+                    let first = trim_history(task.clone(), opts.history_length);
                     stream::respond(state, Some(first), &task, seq, framing)
                 }
                 Err(e) => error(&e),
@@ -176,7 +139,7 @@ pub async fn handle(
             .strip_prefix("tasks/")
             .map(|rest| rest.split_once(':').unwrap_or((rest, "")))
         {
-            Some((id, "")) if m == "GET" => match history_length(query) {
+            Some((id, "")) if m == "GET" => match query_history(query) {
                 Ok(n) => engine
                     .get(instance, id, n)
                     .await
@@ -230,30 +193,10 @@ async fn list(
     instance: &Instance,
     q: &HashMap<String, String>,
 ) -> Result<Value, A2aError> {
-    let task_state = q
-        .get("status")
-        .filter(|s| s.as_str() != "TASK_STATE_UNSPECIFIED")
-        .map(|s| {
-            v1::parse_state(s).map_err(|e| A2aError::InvalidParams {
-                field: "status".into(),
-                message: e.message,
-            })
-        })
-        .transpose()?;
-    let updated_after = q
-        .get("statusTimestampAfter")
-        .map(|t| {
-            serde_json::from_value::<Timestamp>(Value::String(t.clone())).map_err(|e| {
-                A2aError::InvalidParams {
-                    field: "statusTimestampAfter".into(),
-                    message: e.to_string(),
-                }
-            })
-        })
-        .transpose()?;
     let include_artifacts = match q.get("includeArtifacts").map(String::as_str) {
-        None | Some("false") => false,
-        Some("true") => true,
+        None => None,
+        Some("false") => Some(false),
+        Some("true") => Some(true),
         Some(other) => {
             return Err(A2aError::InvalidParams {
                 field: "includeArtifacts".into(),
@@ -261,27 +204,16 @@ async fn list(
             });
         }
     };
-    let out = state
-        .engine
-        .list(
-            instance,
-            ListQuery {
-                filter: TaskFilter {
-                    context_id: q.get("contextId").cloned(),
-                    state: task_state,
-                    updated_after,
-                },
-                page_size: int::<u32>(q, "pageSize")?,
-                page_token: q.get("pageToken").cloned(),
-                history_length: history_length(q)?,
-                include_artifacts,
-            },
-        )
-        .await?;
-    Ok(json!({
-        "tasks": out.tasks.iter().map(v1::Task::from).collect::<Vec<_>>(),
-        "nextPageToken": out.next_page_token,
-        "pageSize": out.page_size,
-        "totalSize": out.total_size,
-    }))
+    let p = params::ListParams {
+        context_id: q.get("contextId").cloned(),
+        status: q.get("status").cloned(),
+        page_size: int::<i64>(q, "pageSize")?,
+        page_token: q.get("pageToken").cloned(),
+        history_length: int::<i64>(q, "historyLength")?,
+        status_timestamp_after: q.get("statusTimestampAfter").cloned(),
+        include_artifacts,
+    };
+    Ok(params::list_response(
+        &state.engine.list(instance, p.query()?).await?,
+    ))
 }

@@ -9,13 +9,13 @@ use axum::response::{IntoResponse, Response};
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
-use warden_core::{Message, Task, Timestamp};
-use warden_store::TaskFilter;
+use warden_core::{Message, Task};
 
 use super::A2aState;
+use super::params::{ListParams, history_length, invalid, list_response, v1_send};
 use super::stream::{self, Framing};
 use crate::ProtocolVersion;
-use crate::engine::{ListQuery, SendOptions, trim_history};
+use crate::engine::{SendOptions, trim_history};
 use crate::instance::Instance;
 use crate::jsonrpc::{self, A2aError, Request};
 use crate::wire::{v1, v03};
@@ -93,19 +93,7 @@ async fn stream_send(
 ) -> Result<(Task, u64), A2aError> {
     let (message, history): (Message, Option<i64>) = match version {
         ProtocolVersion::V1_0 => {
-            let p: v1::SendMessageRequest = params(req)?;
-            let config = p.configuration.unwrap_or_default();
-            if config.task_push_notification_config.is_some() {
-                return Err(A2aError::PushNotificationNotSupported);
-            }
-            let message = p
-                .message
-                .ok_or_else(|| A2aError::InvalidParams {
-                    field: "message".into(),
-                    message: "is required".into(),
-                })?
-                .try_into()
-                .map_err(|e| invalid(e, "message"))?;
+            let (message, config) = v1_send(params(req)?)?;
             (message, config.history_length.map(i64::from))
         }
         ProtocolVersion::V0_3 => {
@@ -120,7 +108,7 @@ async fn stream_send(
             )
         }
     };
-    let history = history_length(history)?;
+    let history = history_length(history, "historyLength")?;
     let (task, seq) = state.engine.send_streaming(instance, message).await?;
     // historyLength applies to the task the stream starts with.
     Ok((trim_history(task, history), seq))
@@ -160,23 +148,6 @@ fn params<T: DeserializeOwned>(req: &Request) -> Result<T, A2aError> {
     })
 }
 
-fn history_length(n: Option<i64>) -> Result<Option<usize>, A2aError> {
-    n.map(|n| {
-        usize::try_from(n).map_err(|_| A2aError::InvalidParams {
-            field: "historyLength".into(),
-            message: "must not be negative".into(),
-        })
-    })
-    .transpose()
-}
-
-fn invalid(e: crate::WireError, prefix: &str) -> A2aError {
-    A2aError::InvalidParams {
-        field: format!("{prefix}.{}", e.field),
-        message: e.message,
-    }
-}
-
 fn task_v1(t: &Task) -> Value {
     serde_json::to_value(v1::Task::from(t)).unwrap_or(Value::Null)
 }
@@ -193,25 +164,6 @@ struct IdParams {
     history_length: Option<i64>,
 }
 
-#[derive(Deserialize, Default)]
-#[serde(rename_all = "camelCase")]
-struct ListParams {
-    #[serde(default)]
-    context_id: Option<String>,
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default)]
-    page_size: Option<i64>,
-    #[serde(default)]
-    page_token: Option<String>,
-    #[serde(default)]
-    history_length: Option<i64>,
-    #[serde(default)]
-    status_timestamp_after: Option<String>,
-    #[serde(default)]
-    include_artifacts: Option<bool>,
-}
-
 async fn v1_method(
     state: &A2aState,
     instance: &Instance,
@@ -220,18 +172,12 @@ async fn v1_method(
     let engine = &state.engine;
     match req.method.as_str() {
         "SendMessage" => {
-            let p: v1::SendMessageRequest = params(req)?;
-            let message = p.message.ok_or_else(|| A2aError::InvalidParams {
-                field: "message".into(),
-                message: "is required".into(),
-            })?;
-            let message: Message = message.try_into().map_err(|e| invalid(e, "message"))?;
-            let config = p.configuration.unwrap_or_default();
-            if config.task_push_notification_config.is_some() {
-                return Err(A2aError::PushNotificationNotSupported);
-            }
+            let (message, config) = v1_send(params(req)?)?;
             let opts = SendOptions {
-                history_length: history_length(config.history_length.map(i64::from))?,
+                history_length: history_length(
+                    config.history_length.map(i64::from),
+                    "historyLength",
+                )?,
                 return_immediately: config.return_immediately,
             };
             let task = engine.send(instance, message, opts).await?;
@@ -241,7 +187,11 @@ async fn v1_method(
             let p: IdParams = params(req)?;
             Ok(task_v1(
                 &engine
-                    .get(instance, &p.id, history_length(p.history_length)?)
+                    .get(
+                        instance,
+                        &p.id,
+                        history_length(p.history_length, "historyLength")?,
+                    )
                     .await?,
             ))
         }
@@ -251,58 +201,7 @@ async fn v1_method(
         }
         "ListTasks" => {
             let p: ListParams = params(req)?;
-            let state = p
-                .status
-                .filter(|s| s != "TASK_STATE_UNSPECIFIED")
-                .map(|s| {
-                    v1::parse_state(&s).map_err(|e| A2aError::InvalidParams {
-                        field: "status".into(),
-                        message: e.message,
-                    })
-                })
-                .transpose()?;
-            let updated_after = p
-                .status_timestamp_after
-                .map(|t| {
-                    serde_json::from_value::<Timestamp>(Value::String(t)).map_err(|e| {
-                        A2aError::InvalidParams {
-                            field: "statusTimestampAfter".into(),
-                            message: e.to_string(),
-                        }
-                    })
-                })
-                .transpose()?;
-            let page_size = p
-                .page_size
-                .map(|n| {
-                    u32::try_from(n).map_err(|_| A2aError::InvalidParams {
-                        field: "pageSize".into(),
-                        message: "must be from 1 to 100".into(),
-                    })
-                })
-                .transpose()?;
-            let out = engine
-                .list(
-                    instance,
-                    ListQuery {
-                        filter: TaskFilter {
-                            context_id: p.context_id,
-                            state,
-                            updated_after,
-                        },
-                        page_size,
-                        page_token: p.page_token,
-                        history_length: history_length(p.history_length)?,
-                        include_artifacts: p.include_artifacts.unwrap_or(false),
-                    },
-                )
-                .await?;
-            Ok(json!({
-                "tasks": out.tasks.iter().map(task_v1).collect::<Vec<_>>(),
-                "nextPageToken": out.next_page_token,
-                "pageSize": out.page_size,
-                "totalSize": out.total_size,
-            }))
+            Ok(list_response(&engine.list(instance, p.query()?).await?))
         }
         "CreateTaskPushNotificationConfig"
         | "GetTaskPushNotificationConfig"
@@ -350,7 +249,7 @@ async fn v03_method(
                 return Err(A2aError::PushNotificationNotSupported);
             }
             let opts = SendOptions {
-                history_length: history_length(config.history_length)?,
+                history_length: history_length(config.history_length, "historyLength")?,
                 return_immediately: config.blocking == Some(false),
             };
             Ok(task_v03(&engine.send(instance, message, opts).await?))
@@ -359,7 +258,11 @@ async fn v03_method(
             let p: IdParams = params(req)?;
             Ok(task_v03(
                 &engine
-                    .get(instance, &p.id, history_length(p.history_length)?)
+                    .get(
+                        instance,
+                        &p.id,
+                        history_length(p.history_length, "historyLength")?,
+                    )
                     .await?,
             ))
         }
