@@ -9,6 +9,7 @@ pub mod engine;
 pub mod error;
 pub mod instance;
 pub mod jsonrpc;
+pub mod process;
 pub mod server;
 pub mod version;
 pub mod wire;

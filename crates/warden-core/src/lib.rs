@@ -5,6 +5,7 @@
 pub mod error;
 pub mod id;
 pub mod outcome;
+pub mod process;
 pub mod run;
 pub mod task;
 pub mod time;
@@ -12,6 +13,7 @@ pub mod time;
 pub use error::CoreError;
 pub use id::RunId;
 pub use outcome::{FailureKind, Outcome};
+pub use process::{OutputStream, ProcessEvent};
 pub use run::{RunLimits, RunRecord, RunSpec, RunState, StdinMode, Terminal};
 pub use task::{
     Artifact, Message, Part, PartContent, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus,

@@ -1,23 +1,6 @@
 //! Output chunks: sequenced pieces of a run's stdout and stderr.
 
-/// Which stream a chunk came from. In PTY mode everything is `Stdout`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Stream {
-    /// Standard output (or the terminal).
-    Stdout,
-    /// Standard error.
-    Stderr,
-}
-
-impl Stream {
-    /// The wire name.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::Stdout => "stdout",
-            Self::Stderr => "stderr",
-        }
-    }
-}
+pub use warden_core::OutputStream as Stream;
 
 /// A piece of output, numbered in arrival order across both streams.
 #[derive(Debug, Clone, PartialEq, Eq)]

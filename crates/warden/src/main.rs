@@ -1,6 +1,7 @@
 //! `warden`: the agent execution plane's daemon and CLI.
 #![forbid(unsafe_code)]
 
+mod a2a_runner;
 mod cli;
 mod cmd_run;
 mod config;

@@ -8,8 +8,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::json;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
-use warden_core::{CoreError, Outcome, RunId, RunLimits, RunRecord, RunSpec, RunState};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
+use warden_core::{
+    CoreError, Outcome, ProcessEvent, RunId, RunLimits, RunRecord, RunSpec, RunState,
+};
 use warden_exec::{Canceller, RunEvent, RunHandle, SpawnError, Supervisor};
 use warden_store::{Store, StoreError};
 
@@ -116,6 +118,26 @@ impl RunService {
         spec: RunSpec,
         actor: &str,
     ) -> Result<RunRecord, RunError> {
+        self.begin(spec, actor, None).await
+    }
+
+    /// As [`RunService::start`], and reports each saved chunk and the saved
+    /// outcome on the returned channel (the run waits for a slow reader).
+    pub async fn start_observed(
+        self: &Arc<Self>,
+        spec: RunSpec,
+        actor: &str,
+    ) -> Result<(RunRecord, mpsc::Receiver<ProcessEvent>), RunError> {
+        let (tx, rx) = mpsc::channel(64);
+        Ok((self.begin(spec, actor, Some(tx)).await?, rx))
+    }
+
+    async fn begin(
+        self: &Arc<Self>,
+        spec: RunSpec,
+        actor: &str,
+        observer: Option<mpsc::Sender<ProcessEvent>>,
+    ) -> Result<RunRecord, RunError> {
         if self.live().closed {
             return Err(RunError::ShuttingDown);
         }
@@ -128,7 +150,7 @@ impl RunService {
             .map_err(|_| RunError::TooMany(self.max_live))?;
         let this = Arc::clone(self);
         let actor = actor.to_owned();
-        tokio::spawn(async move { this.launch(spec, &actor, permit).await })
+        tokio::spawn(async move { this.launch(spec, &actor, permit, observer).await })
             .await
             .map_err(|_| RunError::Internal)?
     }
@@ -138,6 +160,7 @@ impl RunService {
         spec: RunSpec,
         actor: &str,
         permit: OwnedSemaphorePermit,
+        observer: Option<mpsc::Sender<ProcessEvent>>,
     ) -> Result<RunRecord, RunError> {
         let mut record = self
             .store
@@ -172,7 +195,10 @@ impl RunService {
         let handle = match spawned {
             Ok(h) => h,
             Err(outcome) => {
-                self.record_outcome(id, outcome).await;
+                self.record_outcome(id, outcome.clone()).await;
+                if let Some(tx) = observer {
+                    let _ = tx.send(ProcessEvent::Ended(outcome)).await;
+                }
                 return Ok(self.store.get_run(id).await?);
             }
         };
@@ -185,7 +211,7 @@ impl RunService {
         }
         let this = Arc::clone(&self);
         tokio::spawn(async move {
-            this.pump(id, handle).await;
+            this.pump(id, handle, observer).await;
             this.live().runs.remove(&id);
             let _ = done_tx.send(true);
             drop(permit);
@@ -207,7 +233,12 @@ impl RunService {
     }
 
     /// Saves output as it comes and the outcome at the end.
-    async fn pump(&self, id: RunId, mut handle: RunHandle) {
+    async fn pump(
+        &self,
+        id: RunId,
+        mut handle: RunHandle,
+        mut observer: Option<mpsc::Sender<ProcessEvent>>,
+    ) {
         let mut store_error: Option<String> = None;
         let outcome = loop {
             match handle.next().await {
@@ -215,6 +246,10 @@ impl RunService {
                     if store_error.is_some() {
                         continue;
                     }
+                    let seen = observer.as_ref().map(|_| ProcessEvent::Output {
+                        stream: chunk.stream,
+                        data: chunk.data.clone(),
+                    });
                     if let Err(e) = self
                         .store
                         .append_output(id, chunk.seq, chunk.stream_name(), chunk.data)
@@ -223,6 +258,11 @@ impl RunService {
                         tracing::error!(run = %id, error = %e, "cannot save output; stopping the run");
                         store_error = Some(e.to_string());
                         self.request_stop(id, Stop::StoreFailed);
+                    } else if let (Some(tx), Some(event)) = (&observer, seen) {
+                        // A reader that went away stops being told.
+                        if tx.send(event).await.is_err() {
+                            observer = None;
+                        }
                     }
                 }
                 Some(RunEvent::Finished(o)) => break o,
@@ -247,7 +287,10 @@ impl RunService {
             // The program ended on its own before any stop landed: that is the truth.
             (_, None, o) => o,
         };
-        self.record_outcome(id, outcome).await;
+        self.record_outcome(id, outcome.clone()).await;
+        if let Some(tx) = observer {
+            let _ = tx.send(ProcessEvent::Ended(outcome)).await;
+        }
     }
 
     /// Saves an outcome, retrying a failing store for a few seconds; if it
@@ -273,6 +316,12 @@ impl RunService {
             }
         }
         self.unrecorded.store(true, Ordering::Relaxed);
+    }
+
+    /// Asks a live run to stop without waiting; its outcome says `cancelled`
+    /// once its processes are gone (unless it ended on its own first).
+    pub fn stop(&self, id: RunId) {
+        self.request_stop(id, Stop::Operator);
     }
 
     fn request_stop(&self, id: RunId, why: Stop) -> bool {

@@ -51,10 +51,13 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         store: store.clone(),
         shutdown: shutdown.clone(),
         defaults: Arc::new(config.runs.clone()),
-        workspace: std::env::current_dir().context("cannot read the current directory")?,
+        workspace: config.workspace.clone(),
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
     };
-    let engine = warden_a2a::engine::TaskEngine::new(store.clone());
+    let engine = warden_a2a::engine::TaskEngine::new(store.clone()).with_runner(
+        Arc::new(crate::a2a_runner::ServiceRunner(Arc::clone(&runs))),
+        runs.grace(),
+    );
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {
         tracing::warn!(
@@ -66,7 +69,8 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         engine,
         streams: Arc::new(tokio::sync::Semaphore::new(warden_a2a::server::MAX_STREAMS)),
         shutdown: shutdown.clone(),
-        instances: Arc::new(warden_a2a::instance::Instances::default_only()),
+        instances: Arc::new(config.instances.clone()),
+        token: warden_a2a::server::ClientToken::new(config.a2a_token.clone()),
     };
     let app = server::router(
         state,

@@ -15,7 +15,7 @@ use crate::ProtocolVersion;
 use crate::instance::Instance;
 
 /// The card of `instance` served at `url`, in the shape `version` expects.
-pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
+pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVersion) -> Value {
     let mut card = json!({
         "name": instance.name,
         "description": instance.description,
@@ -35,6 +35,19 @@ pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
             "tags": ["echo"],
         }],
     });
+    if secured {
+        card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
+        card["securitySchemes"] = json!({ "bearer": {
+            "httpAuthSecurityScheme": { "scheme": "Bearer" }
+        }});
+        if version == ProtocolVersion::V0_3 {
+            // One object both versions can read: 0.3 takes `type`/`scheme`,
+            // 1.0 the oneof member; each ignores the other's keys.
+            card["securitySchemes"]["bearer"]["type"] = json!("http");
+            card["securitySchemes"]["bearer"]["scheme"] = json!("bearer");
+            card["security"] = json!([{ "bearer": [] }]);
+        }
+    }
     if version == ProtocolVersion::V0_3 {
         card["url"] = json!(url);
         card["preferredTransport"] = json!("JSONRPC");
@@ -49,6 +62,7 @@ pub fn card(instance: &Instance, url: &str, version: ProtocolVersion) -> Value {
 pub fn respond(
     instance: &Instance,
     url: &str,
+    secured: bool,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
 ) -> Response {
@@ -60,7 +74,7 @@ pub fn respond(
             return (StatusCode::BAD_REQUEST, axum::Json(err.to_rest())).into_response();
         }
     };
-    let body = card(instance, url, version).to_string();
+    let body = card(instance, url, secured, version).to_string();
     let etag = format!(
         "\"{}\"",
         &hex::encode(Sha256::digest(body.as_bytes()))[..32]

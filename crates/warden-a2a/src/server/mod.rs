@@ -1,6 +1,7 @@
 //! The A2A HTTP surface of an instance: its agent card and its JSON-RPC
 //! endpoint, at `/agents/{name}/` and, for the `default` instance, at `/`.
 
+mod auth;
 mod card;
 mod params;
 mod rest;
@@ -25,6 +26,8 @@ use crate::engine::TaskEngine;
 use crate::instance::{DEFAULT_INSTANCE, Instances};
 use crate::jsonrpc::A2aError;
 
+pub use auth::ClientToken;
+
 /// What the A2A handlers share.
 #[derive(Clone)]
 pub struct A2aState {
@@ -36,6 +39,8 @@ pub struct A2aState {
     pub streams: Arc<Semaphore>,
     /// Cancelled when the server shuts down; open streams end on it.
     pub shutdown: CancellationToken,
+    /// The token clients present, when one is configured.
+    pub token: ClientToken,
 }
 
 /// The most A2A event streams open at once.
@@ -130,7 +135,13 @@ fn card_at(
     headers: &HeaderMap,
 ) -> Response {
     match state.instances.get(name) {
-        Some(i) => card::respond(&i, &format!("{}{path}", base_url(headers)), headers, query),
+        Some(i) => card::respond(
+            &i,
+            &format!("{}{path}", base_url(headers)),
+            state.token.required(),
+            headers,
+            query,
+        ),
         None => no_instance(name),
     }
 }
@@ -176,6 +187,9 @@ async fn instance_rpc(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    if let Some(refused) = state.token.check(&headers) {
+        return refused;
+    }
     let body = match body {
         Ok(b) => b,
         Err(e) => return unreadable(&e),
@@ -215,6 +229,9 @@ async fn instance_rest(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    if let Some(refused) = state.token.check(&headers) {
+        return refused;
+    }
     let body = match body {
         Ok(b) => b,
         Err(e) => return unreadable(&e),

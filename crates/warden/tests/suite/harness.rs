@@ -149,3 +149,53 @@ pub async fn wait_gone(pid: i64, limit: Duration) -> bool {
     }
     true
 }
+
+/// Writes `dir/.warden/warden.toml`, which [`Server::start`] then reads.
+pub fn write_config(dir: &Path, toml: &str) {
+    std::fs::create_dir_all(dir.join(".warden")).unwrap();
+    std::fs::write(dir.join(".warden/warden.toml"), toml).unwrap();
+}
+
+/// Reads an SSE response one event at a time.
+pub struct Sse {
+    body: std::pin::Pin<
+        Box<dyn futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>,
+    >,
+    buf: String,
+}
+
+impl Sse {
+    pub fn new(resp: reqwest::Response) -> Self {
+        assert_eq!(resp.headers()["content-type"], "text/event-stream");
+        Self {
+            body: Box::pin(resp.bytes_stream()),
+            buf: String::new(),
+        }
+    }
+
+    /// The next event with an id and its JSON data; `None` when the stream
+    /// closed. Panics if nothing comes within 20 s.
+    pub async fn next(&mut self) -> Option<(u64, Value)> {
+        use futures_util::StreamExt;
+        let read = async {
+            loop {
+                while let Some(end) = self.buf.find("\n\n") {
+                    let block: String = self.buf.drain(..end + 2).collect();
+                    let id = block.lines().find_map(|l| l.strip_prefix("id: "));
+                    let data: String = block
+                        .lines()
+                        .filter_map(|l| l.strip_prefix("data: "))
+                        .collect();
+                    if let Some(id) = id {
+                        return Some((id.parse().unwrap(), serde_json::from_str(&data).unwrap()));
+                    }
+                }
+                let chunk = self.body.next().await?.unwrap();
+                self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(20), read)
+            .await
+            .expect("no SSE event or close within 20 s")
+    }
+}

@@ -1,4 +1,5 @@
 mod a2a;
+mod a2a_command;
 mod api;
 mod cli;
 mod harness;

@@ -1,12 +1,17 @@
 //! Configuration: `warden.toml`, then environment, then flags (later wins).
 
+mod a2a;
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
+use warden_a2a::instance::Instances;
 use warden_core::RunLimits;
+
+pub use a2a::A2aConfig;
 
 /// The default listen address: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8122";
@@ -30,6 +35,9 @@ pub struct FileConfig {
     /// Run defaults and limits.
     #[serde(default)]
     pub runs: RunsConfig,
+    /// Hosted A2A instances.
+    #[serde(default)]
+    pub a2a: A2aConfig,
 }
 
 /// `[runs]` in `warden.toml`.
@@ -130,7 +138,14 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     pub home: PathBuf,
     pub operator_token: Option<String>,
+    /// The token A2A clients present, when one is required.
+    pub a2a_token: Option<String>,
     pub runs: RunsConfig,
+    /// Where runs and command instances without a `cwd` run: the directory
+    /// `warden serve` started in.
+    pub workspace: PathBuf,
+    /// The hosted A2A instances.
+    pub instances: Instances,
     /// Where the config came from, for the start-up log.
     pub source: Option<PathBuf>,
 }
@@ -160,6 +175,13 @@ impl ServeConfig {
         if token.as_ref().is_some_and(|t| t.len() < 16) {
             bail!("the operator token must be at least 16 characters");
         }
+        let a2a_token = std::env::var("WARDEN_A2A_TOKEN")
+            .ok()
+            .filter(|t| !t.is_empty())
+            .or(file.a2a.token.clone());
+        if a2a_token.as_ref().is_some_and(|t| t.len() < 16) {
+            bail!("the A2A token must be at least 16 characters");
+        }
         let listen = match args.listen.or(file.listen) {
             Some(a) => a,
             None => DEFAULT_LISTEN.parse().context("default listen address")?,
@@ -170,11 +192,23 @@ impl ServeConfig {
                  warden.toml or WARDEN_OPERATOR_TOKEN, or listen on a loopback address"
             );
         }
+        if !listen.ip().is_loopback() && a2a_token.is_none() {
+            bail!(
+                "refusing to listen on {listen} with the A2A endpoints open: set [a2a] token in \
+                 warden.toml or WARDEN_A2A_TOKEN (A2A clients then send it as a bearer token), \
+                 or listen on a loopback address"
+            );
+        }
+        let workspace = std::env::current_dir().context("cannot read the current directory")?;
+        let instances = file.a2a.instances(&file.runs, &workspace)?;
         Ok(Self {
             listen,
             home: args.home.clone().or(file.home).unwrap_or(home_hint),
             operator_token: token,
+            a2a_token,
             runs: file.runs,
+            workspace,
+            instances,
             source: path,
         })
     }

@@ -2,13 +2,22 @@
 //! instance's runtime, and answers get, list and cancel from the store.
 //! Everything a client is told has been saved first.
 
+mod command;
+mod echo;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use tokio::sync::watch;
 use warden_core::{
-    Artifact, Message, Part, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus, Timestamp,
+    Message, Part, Role, RunId, Task, TaskEvent, TaskId, TaskState, TaskStatus, Timestamp,
 };
 use warden_store::{Store, StoreError, TaskFilter};
 
 use crate::instance::{Instance, Runtime};
 use crate::jsonrpc::A2aError;
+use crate::process::ProcessRunner;
 
 /// How a send should answer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -48,10 +57,55 @@ pub struct ListQuery {
     pub include_artifacts: bool,
 }
 
+/// A task being worked in this process.
+struct LiveTask {
+    /// The run working it, once started.
+    run: Option<RunId>,
+    /// A client asked to cancel it.
+    cancel: bool,
+    /// Turns true when its work is over (its final state is saved or the
+    /// attempt to save it has failed).
+    done: watch::Receiver<bool>,
+}
+
+/// Removes a task from the live set when its work ends, however it ends.
+struct LiveGuard {
+    live: Arc<Mutex<HashMap<TaskId, LiveTask>>>,
+    id: TaskId,
+    done: watch::Sender<bool>,
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        lock(&self.live).remove(&self.id);
+        let _ = self.done.send(true);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// How long a cancel waits for a run's processes to be gone: the grace
+/// period, the supervisor's 10 s SIGKILL limit, and a margin.
+const CANCEL_WAIT_MARGIN: Duration = Duration::from_secs(15);
+
 /// Runs tasks for the instances of one server.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TaskEngine {
     store: Store,
+    runner: Option<Arc<dyn ProcessRunner>>,
+    /// The runner's SIGTERM → SIGKILL grace period.
+    grace: Duration,
+    live: Arc<Mutex<HashMap<TaskId, LiveTask>>>,
+}
+
+impl std::fmt::Debug for TaskEngine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TaskEngine")
+            .field("runner", &self.runner.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 fn store_error(e: StoreError, task: &str) -> A2aError {
@@ -93,9 +147,53 @@ fn status(state: TaskState, message: Option<Message>) -> TaskStatus {
 }
 
 impl TaskEngine {
-    /// An engine over `store`.
+    /// An engine over `store` that can run in-process runtimes only.
     pub fn new(store: Store) -> Self {
-        Self { store }
+        Self {
+            store,
+            runner: None,
+            grace: Duration::ZERO,
+            live: Arc::default(),
+        }
+    }
+
+    /// Lets command runtimes start processes through `runner`, whose
+    /// SIGTERM → SIGKILL grace period is `grace`.
+    pub fn with_runner(mut self, runner: Arc<dyn ProcessRunner>, grace: Duration) -> Self {
+        self.runner = Some(runner);
+        self.grace = grace;
+        self
+    }
+
+    /// Marks `id` as worked here until the returned guard drops.
+    fn hold(&self, id: TaskId) -> LiveGuard {
+        let (done, rx) = watch::channel(false);
+        lock(&self.live).insert(
+            id,
+            LiveTask {
+                run: None,
+                cancel: false,
+                done: rx,
+            },
+        );
+        LiveGuard {
+            live: Arc::clone(&self.live),
+            id,
+            done,
+        }
+    }
+
+    /// Whether a client asked to cancel `id`.
+    fn cancel_requested(&self, id: TaskId) -> bool {
+        lock(&self.live).get(&id).is_some_and(|l| l.cancel)
+    }
+
+    /// Notes that `run` works `id`; true when a cancel is already pending.
+    fn attach_run(&self, id: TaskId, run: RunId) -> bool {
+        lock(&self.live).get_mut(&id).is_some_and(|l| {
+            l.run = Some(run);
+            l.cancel
+        })
     }
 
     /// The store, for event streams.
@@ -150,12 +248,21 @@ impl TaskEngine {
                 message: "a client sends user messages".into(),
             });
         }
+        if let Runtime::Command(_) = instance.runtime {
+            command::check_input(&message)?;
+        }
         match message.task_id.clone() {
             Some(id) => {
                 let task = self.owned_task(instance, &id).await?;
                 if task.status.state.is_terminal() {
                     return Err(A2aError::UnsupportedOperation(format!(
                         "task {id} has ended ({}); send without taskId to start a new task",
+                        task.status.state.as_str()
+                    )));
+                }
+                if lock(&self.live).contains_key(&task.id) {
+                    return Err(A2aError::UnsupportedOperation(format!(
+                        "task {id} is still being worked ({}); wait for it to end or cancel it",
                         task.status.state.as_str()
                     )));
                 }
@@ -211,12 +318,15 @@ impl TaskEngine {
 
     fn run_in_background(&self, instance: &Instance, task: &Task, message: Message) {
         let engine = self.clone();
-        let runtime = instance.runtime.clone();
+        let instance = instance.clone();
         let (task_id, context_id) = (task.id, task.context_id.clone());
+        // Held before the spawn, so a cancel arriving first finds the task.
+        let guard = self.hold(task_id);
         tokio::spawn(async move {
-            if let Err(e) = engine.run(&runtime, task_id, &context_id, &message).await {
+            if let Err(e) = engine.run(&instance, task_id, &context_id, &message).await {
                 tracing::error!(task = %task_id, error = ?e, "task run failed");
             }
+            drop(guard);
         });
     }
 
@@ -234,9 +344,11 @@ impl TaskEngine {
             self.run_in_background(instance, &task, message);
             return Ok(trim_history(task, opts.history_length));
         }
+        let guard = self.hold(task.id);
         let ran = self
-            .run(&instance.runtime, task.id, &task.context_id, &message)
+            .run(instance, task.id, &task.context_id, &message)
             .await;
+        drop(guard);
         // A run that failed was recorded as a failed task: answer with it
         // when it can be read, so a client does not retry into a duplicate.
         match (self.store.get_task(task.id).await, ran) {
@@ -296,13 +408,14 @@ impl TaskEngine {
     /// failed with the reason, never left looking alive.
     async fn run(
         &self,
-        runtime: &Runtime,
+        instance: &Instance,
         id: TaskId,
         context_id: &str,
         input: &Message,
     ) -> Result<(), A2aError> {
-        let result = match runtime {
+        let result = match &instance.runtime {
             Runtime::Echo => self.echo(id, context_id, input).await,
+            Runtime::Command(c) => self.command(instance, c, id, context_id, input).await,
         };
         if let Err(e) = &result {
             let why = agent_message(
@@ -327,45 +440,12 @@ impl TaskEngine {
         result
     }
 
-    /// The echo runtime: working, an artifact with the user's parts, then
-    /// completed with an agent message carrying them. A step refused
-    /// because the task already ended (a cancel landed) ends the run.
-    async fn echo(&self, id: TaskId, context_id: &str, input: &Message) -> Result<(), A2aError> {
-        let key = id.to_string();
-        for step in 0..3 {
-            let recorded = match step {
-                0 => {
-                    self.store
-                        .set_task_status(id, status(TaskState::Working, None))
-                        .await
-                }
-                1 => {
-                    let artifact = Artifact {
-                        artifact_id: uuid::Uuid::now_v7().to_string(),
-                        name: Some("echo".into()),
-                        description: None,
-                        parts: input.parts.clone(),
-                        metadata: None,
-                        extensions: vec![],
-                    };
-                    self.store
-                        .add_task_artifact(id, artifact, false, true)
-                        .await
-                }
-                _ => {
-                    let reply = agent_message(id, context_id, input.parts.clone());
-                    self.store
-                        .set_task_status(id, status(TaskState::Completed, Some(reply)))
-                        .await
-                }
-            };
-            match recorded {
-                Ok(_) => {}
-                Err(StoreError::Rejected(_)) => return Ok(()),
-                Err(e) => return Err(store_error(e, &key)),
-            }
+    /// Saves a final status; a task that already ended keeps its ending.
+    async fn record_end(&self, id: TaskId, end: TaskStatus) -> Result<(), A2aError> {
+        match self.store.set_task_status(id, end).await {
+            Ok(_) | Err(StoreError::Rejected(_)) => Ok(()),
+            Err(e) => Err(store_error(e, &id.to_string())),
         }
-        Ok(())
     }
 
     /// At start-up: tasks a previous server left in flight have nothing
@@ -406,8 +486,11 @@ impl TaskEngine {
         ))
     }
 
-    /// `CancelTask`: an ended task cannot be canceled; an echo task has no
-    /// process, so its cancellation is confirmed at once.
+    /// `CancelTask`: an ended task cannot be canceled. A task being worked
+    /// here is asked to stop and is answered once its work is over: a run's
+    /// task reaches `canceled` only when its processes are gone, and one
+    /// that finished first keeps its own ending. A task nothing works (one
+    /// waiting for input) is canceled at once.
     pub async fn cancel(&self, instance: &Instance, id: &str) -> Result<Task, A2aError> {
         let task = self.owned_task(instance, id).await?;
         if task.status.state.is_terminal() {
@@ -415,6 +498,30 @@ impl TaskEngine {
                 "task {id} has already ended ({})",
                 task.status.state.as_str()
             )));
+        }
+        let working = {
+            let mut live = lock(&self.live);
+            live.get_mut(&task.id).map(|l| {
+                l.cancel = true;
+                (l.run, l.done.clone())
+            })
+        };
+        if let Some((run, mut done)) = working {
+            if let (Some(run), Some(runner)) = (run, &self.runner) {
+                runner.stop(run);
+            }
+            let wait = self.grace.saturating_add(CANCEL_WAIT_MARGIN);
+            let _ = tokio::time::timeout(wait, done.wait_for(|d| *d)).await;
+            let now = self.owned_task(instance, id).await?;
+            return match now.status.state {
+                TaskState::Canceled => Ok(now),
+                s if s.is_terminal() => Err(A2aError::TaskNotCancelable(format!(
+                    "task {id} ended ({}) before the cancel landed",
+                    s.as_str()
+                ))),
+                // Still going after the wait: say so rather than claim it.
+                _ => Ok(now),
+            };
         }
         match self
             .store

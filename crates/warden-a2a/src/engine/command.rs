@@ -1,0 +1,328 @@
+//! The command runtime: each task runs the instance's argv template through
+//! the process runner. Output becomes artifact chunks as it is saved; the
+//! run's outcome decides the task's final state.
+
+use std::collections::HashMap;
+
+use serde_json::json;
+use warden_core::{
+    Artifact, FailureKind, Message, Outcome, Part, PartContent, RunId, TaskId, TaskState,
+};
+use warden_store::StoreError;
+
+use super::{TaskEngine, agent_message, status};
+use crate::instance::{CommandRuntime, Instance};
+use crate::jsonrpc::A2aError;
+use crate::process::{OutputStream, ProcessEvent, ProcessRequest};
+
+/// The user's text: its text parts, one per line.
+pub(super) fn message_text(message: &Message) -> String {
+    let texts: Vec<&str> = message
+        .parts
+        .iter()
+        .filter_map(|p| match &p.content {
+            PartContent::Text(t) => Some(t.as_str()),
+            _ => None,
+        })
+        .collect();
+    texts.join("\n")
+}
+
+/// A command instance takes text it can pass as one argv element.
+pub(super) fn check_input(message: &Message) -> Result<(), A2aError> {
+    let text = message_text(message);
+    if text.is_empty() {
+        return Err(A2aError::InvalidParams {
+            field: "message.parts".into(),
+            message: "this instance runs a command and needs a non-empty text part".into(),
+        });
+    }
+    if text.contains('\0') {
+        return Err(A2aError::InvalidParams {
+            field: "message.parts".into(),
+            message: "text for a command cannot contain NUL".into(),
+        });
+    }
+    Ok(())
+}
+
+/// Splits a byte stream into UTF-8 text without tearing a character that
+/// straddles two chunks; bytes that are not UTF-8 become U+FFFD.
+#[derive(Default)]
+struct Utf8Chunks {
+    carry: Vec<u8>,
+}
+
+impl Utf8Chunks {
+    fn push(&mut self, data: &[u8]) -> String {
+        self.carry.extend_from_slice(data);
+        let keep = incomplete_tail(&self.carry);
+        let ready: Vec<u8> = self.carry.drain(..self.carry.len() - keep).collect();
+        String::from_utf8_lossy(&ready).into_owned()
+    }
+
+    fn finish(&mut self) -> String {
+        let rest = std::mem::take(&mut self.carry);
+        String::from_utf8_lossy(&rest).into_owned()
+    }
+}
+
+/// How many trailing bytes start a character that is not complete yet.
+fn incomplete_tail(b: &[u8]) -> usize {
+    for back in 1..=b.len().min(3) {
+        let c = b[b.len() - back];
+        if c & 0xC0 == 0x80 {
+            continue;
+        }
+        let need = match c {
+            0xF0.. => 4,
+            0xE0.. => 3,
+            0xC0.. => 2,
+            _ => 1,
+        };
+        return if need > back { back } else { 0 };
+    }
+    0
+}
+
+/// The task state and the status text for a run's outcome.
+fn ending(outcome: &Outcome) -> (TaskState, String) {
+    match outcome {
+        Outcome::Completed => (TaskState::Completed, "the command exited 0".into()),
+        Outcome::Failed(FailureKind::Application { exit_code, signal }) => (
+            TaskState::Failed,
+            match (exit_code, signal) {
+                (Some(c), _) => format!("the command failed: exit code {c}"),
+                (None, Some(s)) => format!("the command was killed by signal {s}"),
+                (None, None) => "the command failed".into(),
+            },
+        ),
+        Outcome::Failed(FailureKind::Infrastructure { reason, detail }) => (
+            TaskState::Failed,
+            match detail {
+                Some(d) => format!("the command could not run to its end ({reason}): {d}"),
+                None => format!("the command could not run to its end ({reason})"),
+            },
+        ),
+        Outcome::TimedOut => (
+            TaskState::Failed,
+            "the command ran past its deadline and was terminated".into(),
+        ),
+        Outcome::OutputLimit => (
+            TaskState::Failed,
+            "the command printed more than its output cap and was killed".into(),
+        ),
+        Outcome::Cancelled => (
+            TaskState::Canceled,
+            "the command was canceled; its processes are gone".into(),
+        ),
+    }
+}
+
+impl TaskEngine {
+    /// Runs `spec` for task `id` until its processes are gone.
+    pub(super) async fn command(
+        &self,
+        instance: &Instance,
+        spec: &CommandRuntime,
+        id: TaskId,
+        context_id: &str,
+        input: &Message,
+    ) -> Result<(), A2aError> {
+        let Some(runner) = self.runner.clone() else {
+            tracing::error!(instance = %instance.name, "a command instance without a process runner");
+            return Err(A2aError::Internal);
+        };
+        let end = |outcome: &Outcome, run: Option<RunId>| {
+            let (state, text) = ending(outcome);
+            let mut message = agent_message(id, context_id, vec![Part::text(text)]);
+            let mut meta = serde_json::Map::new();
+            meta.insert("outcome".into(), json!(outcome));
+            if let Some(run) = run {
+                meta.insert("runId".into(), json!(run.to_string()));
+            }
+            message.metadata = Some(meta);
+            status(state, Some(message))
+        };
+        match self
+            .store
+            .set_task_status(id, status(TaskState::Working, None))
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::Rejected(_)) => return Ok(()),
+            Err(e) => return Err(super::store_error(e, &id.to_string())),
+        }
+        if self.cancel_requested(id) {
+            return self.record_end(id, end(&Outcome::Cancelled, None)).await;
+        }
+        let request = ProcessRequest {
+            argv: spec.render(&message_text(input)),
+            cwd: spec.cwd.clone(),
+            env: vec![
+                ("A2A_TASK_ID".into(), id.to_string()),
+                ("A2A_CONTEXT_ID".into(), context_id.to_owned()),
+                ("A2A_INSTANCE".into(), instance.name.clone()),
+            ],
+            timeout: spec.timeout,
+            max_output: spec.max_output,
+            actor: format!("a2a:{}", instance.name),
+        };
+        let mut started = match runner.start(request).await {
+            Ok(s) => s,
+            Err(why) => {
+                let outcome = Outcome::infrastructure("spawn_failed", Some(why));
+                return self.record_end(id, end(&outcome, None)).await;
+            }
+        };
+        let run = started.run;
+        if self.attach_run(id, run) {
+            runner.stop(run);
+        }
+        let mut text: HashMap<OutputStream, Utf8Chunks> = HashMap::new();
+        let mut saving = true;
+        while let Some(event) = started.events.recv().await {
+            match event {
+                ProcessEvent::Output { stream, data } => {
+                    let first = !text.contains_key(&stream);
+                    let chunk = text.entry(stream).or_default().push(&data);
+                    if !saving || chunk.is_empty() {
+                        continue;
+                    }
+                    let part = Part::text(chunk);
+                    if let Err(e) = self.output_chunk(id, stream, part, !first, false).await {
+                        // The task will say so; the run must not go on unrecorded.
+                        tracing::error!(task = %id, %run, error = %e, "cannot save task output; stopping the run");
+                        saving = false;
+                        runner.stop(run);
+                    }
+                }
+                ProcessEvent::Ended(outcome) => {
+                    if saving {
+                        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+                            let Some(mut rest) = text.remove(&stream) else {
+                                continue;
+                            };
+                            let tail = rest.finish();
+                            let parts = if tail.is_empty() {
+                                vec![]
+                            } else {
+                                vec![Part::text(tail)]
+                            };
+                            let last = Artifact {
+                                parts,
+                                ..output_artifact(id, stream)
+                            };
+                            if let Err(e) = self.save_chunk(id, last, true, true).await {
+                                tracing::error!(task = %id, error = %e, "cannot close a task's output");
+                            }
+                        }
+                    }
+                    let outcome = if saving {
+                        outcome
+                    } else {
+                        Outcome::infrastructure(
+                            "store_unavailable",
+                            Some("the task's output could not be saved".into()),
+                        )
+                    };
+                    return self.record_end(id, end(&outcome, Some(run))).await;
+                }
+            }
+        }
+        let lost = Outcome::infrastructure(
+            "runner_lost",
+            Some("the process runner stopped reporting on the run".into()),
+        );
+        self.record_end(id, end(&lost, Some(run))).await
+    }
+
+    async fn output_chunk(
+        &self,
+        id: TaskId,
+        stream: OutputStream,
+        part: Part,
+        append: bool,
+        last_chunk: bool,
+    ) -> Result<(), StoreError> {
+        let artifact = Artifact {
+            parts: vec![part],
+            ..output_artifact(id, stream)
+        };
+        self.save_chunk(id, artifact, append, last_chunk).await
+    }
+
+    /// Saves a chunk; one refused because the task already ended (a cancel
+    /// landed while the run was being stopped) is dropped.
+    async fn save_chunk(
+        &self,
+        id: TaskId,
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    ) -> Result<(), StoreError> {
+        match self
+            .store
+            .add_task_artifact(id, artifact, append, last_chunk)
+            .await
+        {
+            Ok(_) | Err(StoreError::Rejected(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// The artifact a stream's output accumulates in: `{task}-stdout` or `{task}-stderr`.
+fn output_artifact(id: TaskId, stream: OutputStream) -> Artifact {
+    Artifact {
+        artifact_id: format!("{id}-{}", stream.as_str()),
+        name: Some(stream.as_str().to_owned()),
+        description: None,
+        parts: vec![],
+        metadata: None,
+        extensions: vec![],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn characters_split_across_chunks_stay_whole() {
+        let bytes = "héllo → wörld".as_bytes();
+        for cut in 0..bytes.len() {
+            let mut u = Utf8Chunks::default();
+            let mut s = u.push(&bytes[..cut]);
+            s += &u.push(&bytes[cut..]);
+            s += &u.finish();
+            assert_eq!(s, "héllo → wörld", "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn invalid_bytes_become_replacement_characters() {
+        let mut u = Utf8Chunks::default();
+        assert_eq!(u.push(b"a\xffb"), "a\u{fffd}b");
+        assert_eq!(u.push(b"c\xe2\x82"), "c");
+        assert_eq!(u.finish(), "\u{fffd}");
+    }
+
+    #[test]
+    fn each_outcome_has_its_state() {
+        assert_eq!(ending(&Outcome::Completed).0, TaskState::Completed);
+        assert_eq!(ending(&Outcome::exit_code(3)).0, TaskState::Failed);
+        assert_eq!(ending(&Outcome::TimedOut).0, TaskState::Failed);
+        assert_eq!(ending(&Outcome::OutputLimit).0, TaskState::Failed);
+        assert_eq!(ending(&Outcome::Cancelled).0, TaskState::Canceled);
+        let (state, text) = ending(&Outcome::infrastructure(
+            "spawn_failed",
+            Some("no such file".into()),
+        ));
+        assert_eq!(state, TaskState::Failed);
+        assert!(
+            text.contains("spawn_failed") && text.contains("no such file"),
+            "{text}"
+        );
+    }
+}

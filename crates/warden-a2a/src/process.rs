@@ -1,0 +1,53 @@
+//! What a command runtime needs from the layer that runs processes. The
+//! binary implements [`ProcessRunner`] over its run service (supervisor and
+//! store); this crate never spawns anything itself.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::time::Duration;
+
+use tokio::sync::mpsc;
+use warden_core::RunId;
+pub use warden_core::{OutputStream, ProcessEvent};
+
+/// A program to run for a task.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcessRequest {
+    /// Program and arguments, already rendered.
+    pub argv: Vec<String>,
+    /// Working directory.
+    pub cwd: PathBuf,
+    /// Environment on top of the runner's minimal base.
+    pub env: Vec<(String, String)>,
+    /// Deadline.
+    pub timeout: Duration,
+    /// Total output allowed.
+    pub max_output: u64,
+    /// Who asked, for the audit log.
+    pub actor: String,
+}
+
+/// A process that was recorded and spawned (or recorded as unspawnable:
+/// then its only event is an infrastructure failure).
+#[derive(Debug)]
+pub struct Started {
+    /// Its run id.
+    pub run: RunId,
+    /// What it does.
+    pub events: mpsc::Receiver<ProcessEvent>,
+}
+
+/// A boxed future, as the trait must be usable as `dyn`.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// Starts and stops processes for command runtimes.
+pub trait ProcessRunner: Send + Sync + 'static {
+    /// Records and starts `request`. `Err` means nothing was started or
+    /// recorded, and says why (e.g. the program does not exist).
+    fn start(&self, request: ProcessRequest) -> BoxFuture<'_, Result<Started, String>>;
+
+    /// Asks run `run` to stop (SIGTERM to its group, SIGKILL after the
+    /// grace period); its end arrives as [`ProcessEvent::Ended`].
+    fn stop(&self, run: RunId);
+}

@@ -1,0 +1,133 @@
+//! `[a2a]` in `warden.toml`: the hosted instances and the token A2A clients
+//! present.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde::Deserialize;
+use warden_a2a::instance::{CommandRuntime, Instance, Instances, Runtime};
+
+use super::{RunsConfig, secs};
+
+/// `[a2a]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct A2aConfig {
+    /// Bearer token A2A clients must present (cards stay public). Required
+    /// when listening beyond loopback; `WARDEN_A2A_TOKEN` overrides it.
+    pub token: Option<String>,
+    /// The hosted instances; none means one `default` echo instance.
+    #[serde(default)]
+    pub instances: Vec<InstanceConfig>,
+}
+
+/// What answers an instance.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeKind {
+    /// In process: answers with what it was sent.
+    #[default]
+    Echo,
+    /// `argv` run through the supervisor for each task.
+    Command,
+}
+
+/// `[[a2a.instances]]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InstanceConfig {
+    /// Served under `/agents/{name}/`; `default` is also served at `/`.
+    pub name: String,
+    /// What the card says the instance does.
+    pub description: Option<String>,
+    /// `echo` (default) or `command`.
+    #[serde(default)]
+    pub runtime: RuntimeKind,
+    /// For `command`: program and arguments; `{text}` becomes the user's text.
+    pub argv: Option<Vec<String>>,
+    /// For `command`: working directory [default: where `warden serve` started].
+    pub cwd: Option<PathBuf>,
+    /// For `command`: deadline [default: `runs.default_timeout_seconds`].
+    pub timeout_seconds: Option<f64>,
+    /// For `command`: output cap [default: `runs.default_max_output_bytes`].
+    pub max_output_bytes: Option<u64>,
+}
+
+impl InstanceConfig {
+    fn to_instance(&self, runs: &RunsConfig, workspace: &Path) -> anyhow::Result<Instance> {
+        let name = &self.name;
+        let command_only = [
+            ("cwd", self.cwd.is_some()),
+            ("timeout_seconds", self.timeout_seconds.is_some()),
+            ("max_output_bytes", self.max_output_bytes.is_some()),
+        ];
+        let runtime = match self.runtime {
+            RuntimeKind::Echo => {
+                if self.argv.is_some() {
+                    bail!(
+                        "a2a instance {name:?}: argv is set but runtime is \"echo\"; set runtime = \"command\""
+                    );
+                }
+                if let Some((key, _)) = command_only.iter().find(|(_, set)| *set) {
+                    bail!("a2a instance {name:?}: {key} applies to runtime = \"command\" only");
+                }
+                Runtime::Echo
+            }
+            RuntimeKind::Command => {
+                let Some(argv) = self.argv.clone() else {
+                    bail!(
+                        "a2a instance {name:?}: runtime \"command\" needs argv, e.g. argv = [\"my-agent\", \"--prompt\", \"{{text}}\"]"
+                    );
+                };
+                let timeout = self.timeout_seconds.unwrap_or(runs.default_timeout_seconds);
+                if !(timeout.is_finite() && timeout > 0.0 && timeout <= runs.max_timeout_seconds) {
+                    bail!(
+                        "a2a instance {name:?}: timeout_seconds must be above 0 and at most runs.max_timeout_seconds ({})",
+                        runs.max_timeout_seconds
+                    );
+                }
+                let max_output = self
+                    .max_output_bytes
+                    .unwrap_or(runs.default_max_output_bytes);
+                if max_output == 0 || max_output > runs.max_output_cap_bytes {
+                    bail!(
+                        "a2a instance {name:?}: max_output_bytes must be between 1 and runs.max_output_cap_bytes"
+                    );
+                }
+                let cwd = match &self.cwd {
+                    Some(d) => d
+                        .canonicalize()
+                        .with_context(|| format!("a2a instance {name:?}: cwd {}", d.display()))?,
+                    None => workspace.to_owned(),
+                };
+                Runtime::Command(CommandRuntime {
+                    argv,
+                    cwd,
+                    timeout: secs(timeout),
+                    max_output,
+                })
+            }
+        };
+        let description = self.description.clone().unwrap_or_else(|| match runtime {
+            Runtime::Echo => "echoes the text it is sent".to_owned(),
+            Runtime::Command(_) => "runs a command for each task".to_owned(),
+        });
+        Ok(Instance {
+            name: name.clone(),
+            description,
+            runtime,
+        })
+    }
+}
+
+impl A2aConfig {
+    /// The instances to serve, checked.
+    pub fn instances(&self, runs: &RunsConfig, workspace: &Path) -> anyhow::Result<Instances> {
+        let list = self
+            .instances
+            .iter()
+            .map(|i| i.to_instance(runs, workspace))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        Ok(Instances::new(list)?)
+    }
+}
