@@ -13,6 +13,8 @@ pub enum Runtime {
     Echo,
     /// A program run through the supervisor for each task.
     Command(CommandRuntime),
+    /// Behaves as the A2A conformance kits expect of a system under test.
+    Conformance,
 }
 
 /// An argv template fronting a CLI agent.
@@ -42,6 +44,17 @@ impl CommandRuntime {
     }
 }
 
+/// An A2A extension an instance supports, as its card lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Extension {
+    /// Its URI, what clients name in `A2A-Extensions`.
+    pub uri: String,
+    /// What it does.
+    pub description: String,
+    /// Whether a client must activate it to be served at all.
+    pub required: bool,
+}
+
 /// One hosted agent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Instance {
@@ -51,6 +64,10 @@ pub struct Instance {
     pub description: String,
     /// What answers it.
     pub runtime: Runtime,
+    /// The extensions it supports.
+    pub extensions: Vec<Extension>,
+    /// Whether it offers streaming (`SendStreamingMessage`, subscriptions).
+    pub streaming: bool,
 }
 
 /// The instances of one server.
@@ -94,6 +111,8 @@ impl Instances {
             name: DEFAULT_INSTANCE.to_owned(),
             description: "warden's default instance: echoes the text it is sent".to_owned(),
             runtime: Runtime::Echo,
+            extensions: vec![],
+            streaming: true,
         };
         Self {
             by_name: BTreeMap::from([(default.name.clone(), Arc::new(default))]),
@@ -158,6 +177,8 @@ mod tests {
                 timeout: Duration::from_secs(1),
                 max_output: 1,
             }),
+            extensions: vec![],
+            streaming: true,
         }
     }
 

@@ -297,13 +297,15 @@ impl Store {
         .await
     }
 
-    /// Tasks not yet ended (any instance), with their context ids. At
-    /// start-up these are tasks a previous server left in flight.
+    /// Tasks being worked (submitted or working, any instance), with their
+    /// context ids. At start-up these are tasks a previous server left in
+    /// flight. Tasks waiting for the client (input or auth required) are
+    /// not: nothing of theirs was running.
     pub async fn live_tasks(&self) -> Result<Vec<(TaskId, String)>, StoreError> {
         self.read(|c| {
             c.prepare_cached(
                 "SELECT id, context_id FROM tasks
-                 WHERE state IN ('submitted', 'working', 'input_required', 'auth_required') ORDER BY id",
+                 WHERE state IN ('submitted', 'working') ORDER BY id",
             )?
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))?
             .map(|row| {

@@ -3,6 +3,7 @@
 //! Everything a client is told has been saved first.
 
 mod command;
+mod conformance;
 mod echo;
 
 use std::collections::HashMap;
@@ -57,12 +58,31 @@ pub struct ListQuery {
     pub include_artifacts: bool,
 }
 
+/// What a send answers with: usually the task, or for a runtime that
+/// answers directly, a message (no task is created then).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sent {
+    /// The task, as it ended or was interrupted (or at once, when asked).
+    Task(Task),
+    /// A direct answer.
+    Message(Message),
+}
+
+/// How a streaming send starts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Streamed {
+    /// The task as recorded and the seq after which its events follow.
+    Task(Task, u64),
+    /// A direct answer: the stream is this one message.
+    Message(Message),
+}
+
 /// A task being worked in this process.
 struct LiveTask {
     /// The run working it, once started.
     run: Option<RunId>,
-    /// A client asked to cancel it.
-    cancel: bool,
+    /// Turns true when a client asks to cancel it.
+    cancel: watch::Sender<bool>,
     /// Turns true when its work is over (its final state is saved or the
     /// attempt to save it has failed).
     done: watch::Receiver<bool>,
@@ -114,6 +134,22 @@ fn store_error(e: StoreError, task: &str) -> A2aError {
     }
     tracing::error!(error = %e, task, "store failure answering an A2A request");
     A2aError::Internal
+}
+
+/// The refusal of a stream by an instance whose card says it has none.
+fn no_streaming(instance: &Instance) -> A2aError {
+    A2aError::UnsupportedOperation(format!(
+        "instance {} does not offer streaming (its card says capabilities.streaming: false)",
+        instance.name
+    ))
+}
+
+/// A runtime's direct answer to `message`, when it gives one.
+fn direct_reply(instance: &Instance, message: &Message) -> Option<Message> {
+    match instance.runtime {
+        Runtime::Conformance => conformance::direct_reply(message),
+        _ => None,
+    }
 }
 
 /// Keeps the last `n` messages (`Some(0)`: none; `None`: all).
@@ -172,7 +208,7 @@ impl TaskEngine {
             id,
             LiveTask {
                 run: None,
-                cancel: false,
+                cancel: watch::Sender::new(false),
                 done: rx,
             },
         );
@@ -185,14 +221,21 @@ impl TaskEngine {
 
     /// Whether a client asked to cancel `id`.
     fn cancel_requested(&self, id: TaskId) -> bool {
-        lock(&self.live).get(&id).is_some_and(|l| l.cancel)
+        lock(&self.live)
+            .get(&id)
+            .is_some_and(|l| *l.cancel.borrow())
+    }
+
+    /// Turns true when a client asks to cancel `id`.
+    fn cancel_watch(&self, id: TaskId) -> Option<watch::Receiver<bool>> {
+        lock(&self.live).get(&id).map(|l| l.cancel.subscribe())
     }
 
     /// Notes that `run` works `id`; true when a cancel is already pending.
     fn attach_run(&self, id: TaskId, run: RunId) -> bool {
         lock(&self.live).get_mut(&id).is_some_and(|l| {
             l.run = Some(run);
-            l.cancel
+            *l.cancel.borrow()
         })
     }
 
@@ -338,11 +381,14 @@ impl TaskEngine {
         instance: &Instance,
         message: Message,
         opts: SendOptions,
-    ) -> Result<Task, A2aError> {
+    ) -> Result<Sent, A2aError> {
+        if let Some(reply) = direct_reply(instance, &message) {
+            return Ok(Sent::Message(reply));
+        }
         let (task, _, message) = self.admit(instance, message).await?;
         if opts.return_immediately {
             self.run_in_background(instance, &task, message);
-            return Ok(trim_history(task, opts.history_length));
+            return Ok(Sent::Task(trim_history(task, opts.history_length)));
         }
         let guard = self.hold(task.id);
         let ran = self
@@ -352,7 +398,7 @@ impl TaskEngine {
         // A run that failed was recorded as a failed task: answer with it
         // when it can be read, so a client does not retry into a duplicate.
         match (self.store.get_task(task.id).await, ran) {
-            (Ok((_, done)), _) => Ok(trim_history(done, opts.history_length)),
+            (Ok((_, done)), _) => Ok(Sent::Task(trim_history(done, opts.history_length))),
             (Err(_), Err(e)) => Err(e),
             (Err(e), Ok(())) => Err(store_error(e, &task.id.to_string())),
         }
@@ -364,15 +410,24 @@ impl TaskEngine {
         &self,
         instance: &Instance,
         message: Message,
-    ) -> Result<(Task, u64), A2aError> {
+    ) -> Result<Streamed, A2aError> {
+        if !instance.streaming {
+            return Err(no_streaming(instance));
+        }
+        if let Some(reply) = direct_reply(instance, &message) {
+            return Ok(Streamed::Message(reply));
+        }
         let (task, seq, message) = self.admit(instance, message).await?;
         self.run_in_background(instance, &task, message);
-        Ok((task, seq))
+        Ok(Streamed::Task(task, seq))
     }
 
     /// The current task and the seq after which its later events follow,
     /// for a subscription; an ended task has nothing to subscribe to.
     pub async fn subscribe(&self, instance: &Instance, id: &str) -> Result<(Task, u64), A2aError> {
+        if !instance.streaming {
+            return Err(no_streaming(instance));
+        }
         let (task, seq) = self.owned_snapshot(instance, id).await?;
         if task.status.state.is_terminal() {
             return Err(A2aError::UnsupportedOperation(format!(
@@ -393,6 +448,9 @@ impl TaskEngine {
         id: &str,
         after: u64,
     ) -> Result<Task, A2aError> {
+        if !instance.streaming {
+            return Err(no_streaming(instance));
+        }
         let (task, newest) = self.owned_snapshot(instance, id).await?;
         if after > newest {
             return Err(A2aError::InvalidParams {
@@ -416,6 +474,7 @@ impl TaskEngine {
         let result = match &instance.runtime {
             Runtime::Echo => self.echo(id, context_id, input).await,
             Runtime::Command(c) => self.command(instance, c, id, context_id, input).await,
+            Runtime::Conformance => self.conformance(id, context_id, input).await,
         };
         if let Err(e) = &result {
             let why = agent_message(
@@ -502,7 +561,7 @@ impl TaskEngine {
         let working = {
             let mut live = lock(&self.live);
             live.get_mut(&task.id).map(|l| {
-                l.cancel = true;
+                l.cancel.send_replace(true);
                 (l.run, l.done.clone())
             })
         };

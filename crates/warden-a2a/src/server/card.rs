@@ -1,5 +1,5 @@
 //! The agent card. Only what this build really serves is listed: JSON-RPC
-//! at 1.0 and 0.3 and HTTP+JSON at 1.0, with streaming; push is `false` until
+//! and HTTP+JSON, each at 1.0 and 0.3, with streaming; push is `false` until
 //! it exists. A request that says `A2A-Version: 1.0` gets the pure 1.0
 //! card; one without the header (a 0.3 client) also gets the 0.3 fields.
 
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
 use crate::ProtocolVersion;
-use crate::instance::Instance;
+use crate::instance::{Instance, Runtime};
 
 /// The card of `instance` served at `url`, in the shape `version` expects.
 pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVersion) -> Value {
@@ -24,17 +24,20 @@ pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVers
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0" },
             { "url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3" },
             { "url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0" },
+            { "url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3" },
         ],
-        "capabilities": { "streaming": true, "pushNotifications": false },
+        "capabilities": { "streaming": instance.streaming, "pushNotifications": false },
         "defaultInputModes": ["text/plain"],
         "defaultOutputModes": ["text/plain"],
-        "skills": [{
-            "id": "echo",
-            "name": "echo",
-            "description": "Answers with the parts it was sent, as an agent message and an artifact",
-            "tags": ["echo"],
-        }],
+        "skills": [skill(instance)],
     });
+    if !instance.extensions.is_empty() {
+        card["capabilities"]["extensions"] = instance
+            .extensions
+            .iter()
+            .map(|e| json!({ "uri": e.uri, "description": e.description, "required": e.required }))
+            .collect();
+    }
     if secured {
         card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
         card["securitySchemes"] = json!({ "bearer": {
@@ -52,9 +55,36 @@ pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVers
         card["url"] = json!(url);
         card["preferredTransport"] = json!("JSONRPC");
         card["protocolVersion"] = json!("0.3.0");
-        card["additionalInterfaces"] = json!([{ "url": url, "transport": "JSONRPC" }]);
+        card["additionalInterfaces"] = json!([
+            { "url": url, "transport": "JSONRPC" },
+            { "url": url, "transport": "HTTP+JSON" },
+        ]);
     }
     card
+}
+
+/// What the instance's runtime does, as a skill.
+fn skill(instance: &Instance) -> Value {
+    match &instance.runtime {
+        Runtime::Echo => json!({
+            "id": "echo",
+            "name": "echo",
+            "description": "Answers with the parts it was sent, as an agent message and an artifact",
+            "tags": ["echo"],
+        }),
+        Runtime::Command(_) => json!({
+            "id": "command",
+            "name": instance.name,
+            "description": instance.description,
+            "tags": ["command"],
+        }),
+        Runtime::Conformance => json!({
+            "id": "tck",
+            "name": "TCK Conformance",
+            "description": "Handles TCK conformance test messages",
+            "tags": ["tck"],
+        }),
+    }
 }
 
 /// Serves the card with `ETag` (and `304` on a matching `If-None-Match`)

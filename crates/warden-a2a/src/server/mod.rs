@@ -3,6 +3,7 @@
 
 mod auth;
 mod card;
+mod extensions;
 mod params;
 mod rest;
 mod rpc;
@@ -62,6 +63,7 @@ pub fn router(state: A2aState) -> Router {
         .route("/tasks", get(default_rest))
         .route("/tasks/{op}", get(default_rest).post(default_rest))
         .route("/extendedAgentCard", get(default_rest))
+        .route("/v1/{*rest}", any(default_rest))
         .route("/agents/{instance}/{*rest}", any(instance_rest))
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
@@ -194,10 +196,13 @@ async fn instance_rpc(
         Ok(b) => b,
         Err(e) => return unreadable(&e),
     };
-    match state.instances.get(&name) {
-        Some(i) => rpc::handle(&state, &i, &headers, &query, &body).await,
-        None => no_instance(&name),
-    }
+    let Some(instance) = state.instances.get(&name) else {
+        return no_instance(&name);
+    };
+    let asked = extensions::Requested::from_headers(&headers);
+    let mut resp = rpc::handle(&state, &instance, &asked, &headers, &query, &body).await;
+    asked.echo(&instance, &mut resp);
+    resp
 }
 
 /// The default instance's HTTP+JSON routes at `/`.
@@ -236,8 +241,14 @@ async fn instance_rest(
         Ok(b) => b,
         Err(e) => return unreadable(&e),
     };
-    match state.instances.get(&name) {
-        Some(i) => rest::handle(&state, &i, &method, &path, &query, &headers, &body).await,
-        None => no_instance(&name),
-    }
+    let Some(instance) = state.instances.get(&name) else {
+        return no_instance(&name);
+    };
+    let asked = extensions::Requested::from_headers(&headers);
+    let mut resp = rest::handle(
+        &state, &instance, &asked, &method, &path, &query, &headers, &body,
+    )
+    .await;
+    asked.echo(&instance, &mut resp);
+    resp
 }

@@ -1,8 +1,9 @@
-//! The HTTP+JSON binding of A2A 1.0: `POST message:send`, `message:stream`,
+//! The HTTP+JSON binding: A2A 1.0's `POST message:send`, `message:stream`,
 //! `GET tasks/{id}`, `GET tasks`, `POST tasks/{id}:cancel`,
-//! `GET|POST tasks/{id}:subscribe`, `GET extendedAgentCard`, under the
-//! instance's URL. Errors are AIP-193 bodies with the 1.0.1 HTTP statuses.
-//! (0.3's `/v1/…` paths, with the 0.3 proto's shapes, are not served yet.)
+//! `GET|POST tasks/{id}:subscribe`, `GET extendedAgentCard`, and 0.3's
+//! `/v1/…` forms of the same (with `GET v1/card`, no task list), under the
+//! instance's URL. The 0.3 paths speak the 0.3 proto's JSON
+//! ([`rest03`]). Errors are AIP-193 bodies with the 1.0.1 HTTP statuses.
 
 use std::collections::HashMap;
 
@@ -11,13 +12,14 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
+use super::extensions::Requested;
 use super::stream::{self, Framing};
 use super::{A2aState, params};
 use crate::ProtocolVersion;
-use crate::engine::{SendOptions, trim_history};
+use crate::engine::{SendOptions, Sent, Streamed, trim_history};
 use crate::instance::Instance;
 use crate::jsonrpc::A2aError;
-use crate::wire::v1;
+use crate::wire::{rest03, v1};
 
 /// `application/a2a+json`, the 1.0 HTTP+JSON media type.
 const A2A_JSON: &str = "application/a2a+json";
@@ -32,27 +34,41 @@ pub fn error(e: &A2aError) -> Response {
     (status, [(CONTENT_TYPE, A2A_JSON)], e.to_rest().to_string()).into_response()
 }
 
-/// The binding speaks 1.0 only; a request without `A2A-Version` is a 0.3
-/// client, whose HTTP+JSON paths (`/v1/…`) are not served yet.
-fn require_v1(headers: &HeaderMap, query: &HashMap<String, String>) -> Result<(), A2aError> {
+/// The 1.0 paths speak 1.0 and the `/v1/…` paths 0.3: the version asked
+/// for must match the path.
+fn check_version(
+    headers: &HeaderMap,
+    query: &HashMap<String, String>,
+    rest03: bool,
+) -> Result<(), A2aError> {
     let asked = super::asked_version(headers, query);
-    match ProtocolVersion::negotiate(asked) {
-        Ok(ProtocolVersion::V1_0) => Ok(()),
-        Ok(ProtocolVersion::V0_3) => Err(A2aError::VersionNotSupported(
-            "this HTTP+JSON endpoint speaks A2A 1.0: send A2A-Version: 1.0 (0.3's /v1/ paths are not served)".into(),
+    match (ProtocolVersion::negotiate(asked), rest03) {
+        (Ok(ProtocolVersion::V1_0), false) | (Ok(ProtocolVersion::V0_3), true) => Ok(()),
+        (Ok(ProtocolVersion::V0_3), false) => Err(A2aError::VersionNotSupported(
+            "these HTTP+JSON paths speak A2A 1.0: send A2A-Version: 1.0, or use the 0.3 paths under /v1/".into(),
         )),
-        Err(e) => Err(A2aError::VersionNotSupported(e.message)),
+        (Ok(ProtocolVersion::V1_0), true) => Err(A2aError::VersionNotSupported(
+            "the /v1/ paths speak A2A 0.3: drop A2A-Version: 1.0, or use the paths without /v1/".into(),
+        )),
+        (Err(e), _) => Err(A2aError::VersionNotSupported(e.message)),
     }
 }
 
-fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, A2aError> {
+fn body<T: serde::de::DeserializeOwned>(bytes: &[u8], rest03: bool) -> Result<T, A2aError> {
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Err(A2aError::InvalidParams {
             field: "body".into(),
             message: "a request body is required".into(),
         });
     }
-    let value: Value = serde_json::from_slice(bytes).map_err(|e| A2aError::Parse(e.to_string()))?;
+    let mut value: Value =
+        serde_json::from_slice(bytes).map_err(|e| A2aError::Parse(e.to_string()))?;
+    if rest03 {
+        value = rest03::send_request_in(value).map_err(|e| A2aError::InvalidParams {
+            field: e.field,
+            message: e.message,
+        })?;
+    }
     serde_path_to_error::deserialize(value).map_err(|e| A2aError::InvalidParams {
         field: e.path().to_string(),
         message: e.into_inner().to_string(),
@@ -74,8 +90,11 @@ fn int<T: std::str::FromStr>(
 }
 
 /// The body of `message:send` / `message:stream`: the message and how to answer.
-fn send_request(bytes: &[u8]) -> Result<(warden_core::Message, SendOptions), A2aError> {
-    let (message, config) = params::v1_send(body(bytes)?)?;
+fn send_request(
+    bytes: &[u8],
+    rest03: bool,
+) -> Result<(warden_core::Message, SendOptions), A2aError> {
+    let (message, config) = params::v1_send(body(bytes, rest03)?)?;
     let history_length = params::history_length(
         config.history_length.map(i64::from),
         "configuration.historyLength",
@@ -94,62 +113,94 @@ fn query_history(q: &HashMap<String, String>) -> Result<Option<usize>, A2aError>
 }
 
 /// One HTTP+JSON request on `instance`: `method` and the path below the instance URL.
+#[allow(clippy::too_many_arguments)]
 pub async fn handle(
     state: &A2aState,
     instance: &Instance,
+    extensions: &Requested,
     method: &axum::http::Method,
     path: &str,
     query: &HashMap<String, String>,
     headers: &HeaderMap,
     bytes: &[u8],
 ) -> Response {
-    if let Err(e) = require_v1(headers, query) {
+    let (rest03, path) = match path.strip_prefix("v1/") {
+        Some(p) => (true, p),
+        None => (false, path),
+    };
+    if let Err(e) = check_version(headers, query, rest03) {
+        return error(&e);
+    }
+    if let Some(e) = extensions.missing_required(instance) {
         return error(&e);
     }
     let framing = Framing {
         version: ProtocolVersion::V1_0,
         rpc_id: None,
+        rest03,
+    };
+    // A task in the path's shapes.
+    let task = |t: &warden_core::Task| {
+        let mut v = json!(v1::Task::from(t));
+        if rest03 {
+            rest03::task_out(&mut v);
+        }
+        v
     };
     let engine = &state.engine;
+    let card_path = if rest03 { "card" } else { "extendedAgentCard" };
     let result: Result<Value, A2aError> = match (method.as_str(), path) {
-        ("POST", "message:send") => match send_request(bytes) {
-            Ok((message, opts)) => engine
-                .send(instance, message, opts)
-                .await
-                .map(|t| json!({ "task": v1::Task::from(&t) })),
+        ("POST", "message:send") => match send_request(bytes, rest03) {
+            Ok((message, opts)) => {
+                engine
+                    .send(instance, message, opts)
+                    .await
+                    .map(|sent| match sent {
+                        Sent::Task(t) => json!({ "task": task(&t) }),
+                        Sent::Message(m) => {
+                            let r = json!({ "message": v1::Message::from(&m) });
+                            if rest03 {
+                                rest03::response_out(r, false)
+                            } else {
+                                r
+                            }
+                        }
+                    })
+            }
             Err(e) => Err(e),
         },
         ("POST", "message:stream") => {
-            let (message, opts) = match send_request(bytes) {
+            let (message, opts) = match send_request(bytes, rest03) {
                 Ok(parsed) => parsed,
                 Err(e) => return error(&e),
             };
             return match engine.send_streaming(instance, message).await {
                 // historyLength applies to the task the stream starts with.
-                Ok((task, seq)) => {
+                Ok(Streamed::Task(task, seq)) => {
                     let first = trim_history(task.clone(), opts.history_length);
                     stream::respond(state, Some(first), &task, seq, framing)
                 }
+                Ok(Streamed::Message(m)) => stream::respond_message(&m, &framing),
                 Err(e) => error(&e),
             };
         }
-        ("GET", "tasks") => list(state, instance, query).await,
-        ("GET", "extendedAgentCard") => Err(A2aError::ExtendedAgentCardNotConfigured),
+        ("GET", "tasks") if !rest03 => list(state, instance, query).await,
+        ("GET", p) if p == card_path => Err(A2aError::ExtendedAgentCardNotConfigured),
+        // Push is not supported: every push-config route says so.
+        (_, p) if p.starts_with("tasks/") && p.contains("/pushNotificationConfigs") => {
+            Err(A2aError::PushNotificationNotSupported)
+        }
         (m, p) => match p
             .strip_prefix("tasks/")
             .map(|rest| rest.split_once(':').unwrap_or((rest, "")))
         {
             Some((id, "")) if m == "GET" => match query_history(query) {
-                Ok(n) => engine
-                    .get(instance, id, n)
-                    .await
-                    .map(|t| json!(v1::Task::from(&t))),
+                Ok(n) => engine.get(instance, id, n).await.map(|t| task(&t)),
                 Err(e) => Err(e),
             },
-            Some((id, "cancel")) if m == "POST" => engine
-                .cancel(instance, id)
-                .await
-                .map(|t| json!(v1::Task::from(&t))),
+            Some((id, "cancel")) if m == "POST" => {
+                engine.cancel(instance, id).await.map(|t| task(&t))
+            }
             Some((id, "subscribe")) if m == "GET" || m == "POST" => {
                 let resumed = match stream::last_event_id(headers) {
                     Some(after) => engine

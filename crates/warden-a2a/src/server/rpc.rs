@@ -12,10 +12,11 @@ use serde_json::{Value, json};
 use warden_core::{Message, Task};
 
 use super::A2aState;
+use super::extensions::Requested;
 use super::params::{ListParams, history_length, invalid, list_response, v1_send};
 use super::stream::{self, Framing};
 use crate::ProtocolVersion;
-use crate::engine::{SendOptions, trim_history};
+use crate::engine::{SendOptions, Sent, Streamed, trim_history};
 use crate::instance::Instance;
 use crate::jsonrpc::{self, A2aError, Request};
 use crate::wire::{v1, v03};
@@ -34,6 +35,7 @@ fn reply(body: Value) -> Response {
 pub async fn handle(
     state: &A2aState,
     instance: &Instance,
+    extensions: &Requested,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
     body: &[u8],
@@ -53,15 +55,22 @@ pub async fn handle(
             ));
         }
     };
+    if let Some(e) = extensions.missing_required(instance) {
+        return reply(jsonrpc::error(Some(&id), &e));
+    }
     let framing = Framing {
         version,
         rpc_id: Some(id.clone()),
+        rest03: false,
     };
     match (version, req.method.as_str()) {
         (ProtocolVersion::V1_0, "SendStreamingMessage")
         | (ProtocolVersion::V0_3, "message/stream") => {
             return match stream_send(state, instance, &req, version).await {
-                Ok((task, seq)) => stream::respond(state, Some(task.clone()), &task, seq, framing),
+                Ok(Streamed::Task(task, seq)) => {
+                    stream::respond(state, Some(task.clone()), &task, seq, framing)
+                }
+                Ok(Streamed::Message(m)) => stream::respond_message(&m, &framing),
                 Err(e) => reply(jsonrpc::error(Some(&id), &e)),
             };
         }
@@ -90,7 +99,7 @@ async fn stream_send(
     instance: &Instance,
     req: &Request,
     version: ProtocolVersion,
-) -> Result<(Task, u64), A2aError> {
+) -> Result<Streamed, A2aError> {
     let (message, history): (Message, Option<i64>) = match version {
         ProtocolVersion::V1_0 => {
             let (message, config) = v1_send(params(req)?)?;
@@ -109,9 +118,13 @@ async fn stream_send(
         }
     };
     let history = history_length(history, "historyLength")?;
-    let (task, seq) = state.engine.send_streaming(instance, message).await?;
     // historyLength applies to the task the stream starts with.
-    Ok((trim_history(task, history), seq))
+    Ok(
+        match state.engine.send_streaming(instance, message).await? {
+            Streamed::Task(task, seq) => Streamed::Task(trim_history(task, history), seq),
+            direct => direct,
+        },
+    )
 }
 
 /// A subscription: the current task then its later events, or with
@@ -180,8 +193,10 @@ async fn v1_method(
                 )?,
                 return_immediately: config.return_immediately,
             };
-            let task = engine.send(instance, message, opts).await?;
-            Ok(json!({ "task": task_v1(&task) }))
+            Ok(match engine.send(instance, message, opts).await? {
+                Sent::Task(task) => json!({ "task": task_v1(&task) }),
+                Sent::Message(m) => json!({ "message": v1::Message::from(&m) }),
+            })
         }
         "GetTask" => {
             let p: IdParams = params(req)?;
@@ -252,7 +267,10 @@ async fn v03_method(
                 history_length: history_length(config.history_length, "historyLength")?,
                 return_immediately: config.blocking == Some(false),
             };
-            Ok(task_v03(&engine.send(instance, message, opts).await?))
+            Ok(match engine.send(instance, message, opts).await? {
+                Sent::Task(task) => task_v03(&task),
+                Sent::Message(m) => json!(v03::Message::from(&m)),
+            })
         }
         "tasks/get" => {
             let p: IdParams = params(req)?;

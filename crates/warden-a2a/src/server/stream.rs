@@ -13,14 +13,14 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
-use warden_core::{Task, TaskEvent};
+use warden_core::{Message, Task, TaskEvent};
 
 use super::{A2aState, MAX_STREAMS};
 use crate::ProtocolVersion;
 use crate::engine::event_from_log;
 use crate::jsonrpc;
 use crate::jsonrpc::A2aError;
-use crate::wire::{v1, v03};
+use crate::wire::{rest03, v1, v03};
 
 const PAGE: u32 = 256;
 
@@ -32,13 +32,19 @@ pub struct Framing {
     /// The JSON-RPC request id each event answers; `None` for the
     /// HTTP+JSON binding, whose events are bare.
     pub rpc_id: Option<Value>,
+    /// 0.3's HTTP+JSON shapes (the 0.3 proto's JSON) instead of `version`'s.
+    pub rest03: bool,
 }
 
 impl Framing {
     fn task(&self, task: &Task) -> Value {
-        let result = match self.version {
-            ProtocolVersion::V1_0 => serde_json::to_value(v1::StreamResponse::Task(task.into())),
-            ProtocolVersion::V0_3 => serde_json::to_value(v03::Event::Task(task.into())),
+        let result = match (self.version, self.rest03) {
+            (_, true) => serde_json::to_value(v1::StreamResponse::Task(task.into()))
+                .map(|r| rest03::response_out(r, false)),
+            (ProtocolVersion::V1_0, _) => {
+                serde_json::to_value(v1::StreamResponse::Task(task.into()))
+            }
+            (ProtocolVersion::V0_3, _) => serde_json::to_value(v03::Event::Task(task.into())),
         };
         self.wrap(result.unwrap_or(Value::Null))
     }
@@ -50,10 +56,24 @@ impl Framing {
         }
     }
 
+    fn message(&self, message: &Message) -> Value {
+        let result = match (self.version, self.rest03) {
+            (_, true) => serde_json::to_value(v1::StreamResponse::Message(message.into()))
+                .map(|r| rest03::response_out(r, false)),
+            (ProtocolVersion::V1_0, _) => {
+                serde_json::to_value(v1::StreamResponse::Message(message.into()))
+            }
+            (ProtocolVersion::V0_3, _) => serde_json::to_value(v03::Event::Message(message.into())),
+        };
+        self.wrap(result.unwrap_or(Value::Null))
+    }
+
     fn event(&self, event: &TaskEvent, is_final: bool) -> Value {
-        let result = match self.version {
-            ProtocolVersion::V1_0 => serde_json::to_value(v1::StreamResponse::from(event)),
-            ProtocolVersion::V0_3 => serde_json::to_value(v03::event(event, is_final)),
+        let result = match (self.version, self.rest03) {
+            (_, true) => serde_json::to_value(v1::StreamResponse::from(event))
+                .map(|r| rest03::response_out(r, is_final)),
+            (ProtocolVersion::V1_0, _) => serde_json::to_value(v1::StreamResponse::from(event)),
+            (ProtocolVersion::V0_3, _) => serde_json::to_value(v03::event(event, is_final)),
         };
         self.wrap(result.unwrap_or(Value::Null))
     }
@@ -154,6 +174,12 @@ pub fn respond(
     Sse::new(ReceiverStream::new(rx))
         .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
         .into_response()
+}
+
+/// A stream that is one direct message (no task, so no event id to resume from).
+pub fn respond_message(message: &Message, framing: &Framing) -> Response {
+    let event = Event::default().data(framing.message(message).to_string());
+    Sse::new(tokio_stream::once(Ok::<_, Infallible>(event))).into_response()
 }
 
 /// Reads `Last-Event-ID`, when a subscriber resumes.

@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
-use warden_a2a::instance::{CommandRuntime, Instance, Instances, Runtime};
+use warden_a2a::instance::{CommandRuntime, Extension, Instance, Instances, Runtime};
 
 use super::{RunsConfig, secs};
 
@@ -30,7 +30,25 @@ pub enum RuntimeKind {
     Echo,
     /// `argv` run through the supervisor for each task.
     Command,
+    /// Behaves as the A2A conformance kits expect of a system under test.
+    Conformance,
 }
+
+/// Which card a `conformance` instance serves.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CardProfile {
+    /// Everything warden offers.
+    #[default]
+    Full,
+    /// No streaming: the kit's capability-error tests run against it.
+    Minimal,
+    /// Declares a required extension (`urn:a2a:tck:required-extension`).
+    RequiredExtension,
+}
+
+/// The extension the `required-extension` card declares.
+pub const TCK_REQUIRED_EXTENSION: &str = "urn:a2a:tck:required-extension";
 
 /// `[[a2a.instances]]`.
 #[derive(Debug, Clone, Deserialize)]
@@ -51,6 +69,8 @@ pub struct InstanceConfig {
     pub timeout_seconds: Option<f64>,
     /// For `command`: output cap [default: `runs.default_max_output_bytes`].
     pub max_output_bytes: Option<u64>,
+    /// For `conformance`: `full` (default), `minimal` or `required-extension`.
+    pub card_profile: Option<CardProfile>,
 }
 
 impl InstanceConfig {
@@ -61,17 +81,24 @@ impl InstanceConfig {
             ("timeout_seconds", self.timeout_seconds.is_some()),
             ("max_output_bytes", self.max_output_bytes.is_some()),
         ];
+        if self.card_profile.is_some() && self.runtime != RuntimeKind::Conformance {
+            bail!("a2a instance {name:?}: card_profile applies to runtime = \"conformance\" only");
+        }
         let runtime = match self.runtime {
-            RuntimeKind::Echo => {
+            RuntimeKind::Echo | RuntimeKind::Conformance => {
                 if self.argv.is_some() {
                     bail!(
-                        "a2a instance {name:?}: argv is set but runtime is \"echo\"; set runtime = \"command\""
+                        "a2a instance {name:?}: argv is set but runtime is not \"command\"; set runtime = \"command\""
                     );
                 }
                 if let Some((key, _)) = command_only.iter().find(|(_, set)| *set) {
                     bail!("a2a instance {name:?}: {key} applies to runtime = \"command\" only");
                 }
-                Runtime::Echo
+                if self.runtime == RuntimeKind::Echo {
+                    Runtime::Echo
+                } else {
+                    Runtime::Conformance
+                }
             }
             RuntimeKind::Command => {
                 let Some(argv) = self.argv.clone() else {
@@ -111,11 +138,27 @@ impl InstanceConfig {
         let description = self.description.clone().unwrap_or_else(|| match runtime {
             Runtime::Echo => "echoes the text it is sent".to_owned(),
             Runtime::Command(_) => "runs a command for each task".to_owned(),
+            Runtime::Conformance => {
+                "behaves as the A2A conformance kit (a2a-tck) expects of its system under test"
+                    .to_owned()
+            }
         });
+        let profile = self.card_profile.unwrap_or_default();
+        let extensions = match profile {
+            CardProfile::RequiredExtension => vec![Extension {
+                uri: TCK_REQUIRED_EXTENSION.to_owned(),
+                description: "the conformance kit's required extension: requests must activate it"
+                    .to_owned(),
+                required: true,
+            }],
+            _ => vec![],
+        };
         Ok(Instance {
             name: name.clone(),
             description,
             runtime,
+            extensions,
+            streaming: profile != CardProfile::Minimal,
         })
     }
 }

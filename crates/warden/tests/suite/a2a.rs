@@ -54,6 +54,7 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
             {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "0.3"},
             {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "0.3"},
         ])
     );
     let again = server

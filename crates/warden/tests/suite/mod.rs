@@ -1,5 +1,7 @@
 mod a2a;
 mod a2a_command;
+mod a2a_conformance;
+mod a2a_rest03;
 mod api;
 mod cli;
 mod harness;
