@@ -2,15 +2,18 @@
 
 Usage: python a2a_client.py BASE_URL
 
-For each binding (JSON-RPC, HTTP+JSON) and each mode (blocking, streaming) it sends a
-message, then gets, lists and cancels the task, and checks every answer. Exits non-zero
-with a message on the first mismatch.
+For each protocol version (1.0, and 0.3 through the SDK's compat transports), each
+binding (JSON-RPC, HTTP+JSON) and each mode (blocking, streaming) it sends a message,
+then gets, lists (1.0 only: 0.3 has no ListTasks) and cancels the task, and checks every
+answer. Exits non-zero with a message on the first mismatch.
 """
 
 import asyncio
 import sys
 
-from a2a.client import ClientConfig, create_client
+import httpx
+
+from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import (
     CancelTaskRequest,
     GetTaskRequest,
@@ -28,10 +31,22 @@ def check(cond, what):
         raise SystemExit(f"interop mismatch: {what}")
 
 
-async def round_trip(url, binding, streaming, n):
+async def client_for(url, config, version):
+    """A client using only the card's interfaces at `version`, so the SDK picks that
+    version's transport (its compat transports for 0.3)."""
+    async with httpx.AsyncClient() as http:
+        card = await A2ACardResolver(http, url).get_agent_card()
+    keep = [i for i in card.supported_interfaces if i.protocol_version == version]
+    check(keep, f"card has no {version} interfaces: {card.supported_interfaces}")
+    del card.supported_interfaces[:]
+    card.supported_interfaces.extend(keep)
+    return ClientFactory(config).create(card)
+
+
+async def round_trip(url, version, binding, streaming, n):
     config = ClientConfig(streaming=streaming, supported_protocol_bindings=[binding])
-    client = await create_client(url, config)
-    label = f"{binding} streaming={streaming}"
+    client = await client_for(url, config, version)
+    label = f"{version} {binding} streaming={streaming}"
     text = f"hello interop {n}"
     msg = Message(message_id=f"interop-{n}", role=Role.ROLE_USER, parts=[Part(text=text)])
     events = [ev async for ev in client.send_message(SendMessageRequest(message=msg))]
@@ -51,9 +66,10 @@ async def round_trip(url, binding, streaming, n):
     check(got.artifacts[0].parts[0].text == text, f"{label}: artifact {got.artifacts}")
     check(got.history[0].parts[0].text == text, f"{label}: history {got.history}")
 
-    listed = await client.list_tasks(ListTasksRequest(page_size=100))
-    check(task_id in [t.id for t in listed.tasks], f"{label}: {task_id} not listed")
-    check(listed.total_size == len(listed.tasks), f"{label}: total_size {listed.total_size}")
+    if version == "1.0":
+        listed = await client.list_tasks(ListTasksRequest(page_size=100))
+        check(task_id in [t.id for t in listed.tasks], f"{label}: {task_id} not listed")
+        check(listed.total_size == len(listed.tasks), f"{label}: total_size {listed.total_size}")
 
     try:
         await client.cancel_task(CancelTaskRequest(id=task_id))
@@ -72,10 +88,11 @@ async def round_trip(url, binding, streaming, n):
 
 async def main(url):
     n = 0
-    for binding in ["JSONRPC", "HTTP+JSON"]:
-        for streaming in [False, True]:
-            n += 1
-            await round_trip(url, binding, streaming, n)
+    for version in ["1.0", "0.3"]:
+        for binding in ["JSONRPC", "HTTP+JSON"]:
+            for streaming in [False, True]:
+                n += 1
+                await round_trip(url, version, binding, streaming, n)
 
 
 if __name__ == "__main__":

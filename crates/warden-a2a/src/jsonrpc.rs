@@ -47,6 +47,27 @@ pub enum A2aError {
 }
 
 impl A2aError {
+    /// The error's class name in the A2A SDKs (`TaskNotFoundError`, …),
+    /// which 0.3 HTTP+JSON clients read from an error body's `type`.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            Self::Parse(_) => "JSONParseError",
+            Self::InvalidRequest(_) => "InvalidRequestError",
+            Self::MethodNotFound(_) => "MethodNotFoundError",
+            Self::InvalidParams { .. } => "InvalidParamsError",
+            Self::Internal => "InternalError",
+            Self::TaskNotFound(_) => "TaskNotFoundError",
+            Self::TaskNotCancelable(_) => "TaskNotCancelableError",
+            Self::PushNotificationNotSupported => "PushNotificationNotSupportedError",
+            Self::UnsupportedOperation(_) => "UnsupportedOperationError",
+            Self::ContentTypeNotSupported(_) => "ContentTypeNotSupportedError",
+            Self::InvalidAgentResponse(_) => "InvalidAgentResponseError",
+            Self::ExtendedAgentCardNotConfigured => "ExtendedAgentCardNotConfiguredError",
+            Self::ExtensionSupportRequired(_) => "ExtensionSupportRequiredError",
+            Self::VersionNotSupported(_) => "VersionNotSupportedError",
+        }
+    }
+
     /// The JSON-RPC error code.
     pub fn code(&self) -> i64 {
         match self {

@@ -34,6 +34,20 @@ pub fn error(e: &A2aError) -> Response {
     (status, [(CONTENT_TYPE, A2A_JSON)], e.to_rest().to_string()).into_response()
 }
 
+/// An AIP-193 error that also carries the 0.3 HTTP+JSON `type` and `message`.
+fn error03(e: &A2aError) -> Response {
+    let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut body = e.to_rest();
+    body["type"] = json!(e.type_name());
+    body["message"] = json!(e.message());
+    (
+        status,
+        [(CONTENT_TYPE, "application/json")],
+        body.to_string(),
+    )
+        .into_response()
+}
+
 /// The 1.0 paths speak 1.0 and the `/v1/…` paths 0.3: the version asked
 /// for must match the path.
 fn check_version(
@@ -128,11 +142,13 @@ pub async fn handle(
         Some(p) => (true, p),
         None => (false, path),
     };
+    // The 0.3 paths' errors also name the error's type, which 0.3 clients read.
+    let fail = |e: &A2aError| if rest03 { error03(e) } else { error(e) };
     if let Err(e) = check_version(headers, query, rest03) {
-        return error(&e);
+        return fail(&e);
     }
     if let Some(e) = extensions.missing_required(instance) {
-        return error(&e);
+        return fail(&e);
     }
     let framing = Framing {
         version: ProtocolVersion::V1_0,
@@ -172,7 +188,7 @@ pub async fn handle(
         ("POST", "message:stream") => {
             let (message, opts) = match send_request(bytes, rest03) {
                 Ok(parsed) => parsed,
-                Err(e) => return error(&e),
+                Err(e) => return fail(&e),
             };
             return match engine.send_streaming(instance, message).await {
                 // historyLength applies to the task the stream starts with.
@@ -181,7 +197,7 @@ pub async fn handle(
                     stream::respond(state, Some(first), &task, seq, framing)
                 }
                 Ok(Streamed::Message(m)) => stream::respond_message(&m, &framing),
-                Err(e) => error(&e),
+                Err(e) => fail(&e),
             };
         }
         ("GET", "tasks") if !rest03 => list(state, instance, query).await,
@@ -216,7 +232,7 @@ pub async fn handle(
                     Ok((first, task, after)) => {
                         stream::respond(state, first, &task, after, framing)
                     }
-                    Err(e) => error(&e),
+                    Err(e) => fail(&e),
                 };
             }
             _ => {
@@ -235,7 +251,7 @@ pub async fn handle(
     };
     match result {
         Ok(v) => ok(v),
-        Err(e) => error(&e),
+        Err(e) => fail(&e),
     }
 }
 

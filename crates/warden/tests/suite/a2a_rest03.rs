@@ -79,6 +79,8 @@ async fn http_json_binding_0_3_send_get_cancel_and_errors() {
         "{err}"
     );
     assert_eq!(err["error"]["details"][0]["reason"], "TASK_NOT_CANCELABLE");
+    // 0.3 clients read the error's type.
+    assert_eq!(err["type"], "TaskNotCancelableError");
 
     // 1.0 names, a 1.0 header on a 0.3 path, push configs, a missing task.
     let bad =

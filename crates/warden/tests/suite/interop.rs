@@ -1,5 +1,6 @@
 //! Interop with the official A2A Python SDK: its client drives a real
-//! warden over JSON-RPC and HTTP+JSON, blocking and streaming
+//! warden over JSON-RPC and HTTP+JSON, blocking and streaming, in protocol
+//! 1.0 and (through the SDK's compat transports) 0.3
 //! (`tests/interop/a2a_client.py`). `scripts/test.sh` installs the SDK.
 
 use std::path::PathBuf;
@@ -41,5 +42,5 @@ async fn python_sdk_client_sends_streams_gets_lists_and_cancels() {
     let stdout = String::from_utf8_lossy(&out.stdout);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "interop failed:\n{stdout}\n{stderr}");
-    assert_eq!(stdout.matches("ok: ").count(), 4, "{stdout}");
+    assert_eq!(stdout.matches("ok: ").count(), 8, "{stdout}");
 }
