@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+mod a2a;
 mod spawn;
 mod store;
 
@@ -34,7 +35,19 @@ enum Bench {
         #[arg(long, default_value_t = 8)]
         writers: usize,
     },
-    /// Both, with their default sizes.
+    /// A2A sends on echo agents: warden vs the official Rust and Python SDK servers.
+    A2a {
+        /// Keep-alive connections.
+        #[arg(long, default_value_t = 16)]
+        connections: usize,
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 10.0)]
+        seconds: f64,
+        /// Which servers [default: all three].
+        #[arg(long, value_enum, value_delimiter = ',')]
+        peers: Vec<a2a::PeerKind>,
+    },
+    /// spawn and store, with their default sizes.
     All,
 }
 
@@ -42,11 +55,33 @@ fn main() -> anyhow::Result<()> {
     if cfg!(debug_assertions) {
         eprintln!("warning: this is a debug build; benchmark figures only count with --release");
     }
+    let cli = Cli::parse();
+    if let Bench::A2a {
+        connections,
+        seconds,
+        peers,
+    } = &cli.bench
+    {
+        let peers = if peers.is_empty() {
+            vec![
+                a2a::PeerKind::Warden,
+                a2a::PeerKind::RustSdk,
+                a2a::PeerKind::PythonSdk,
+            ]
+        } else {
+            peers.clone()
+        };
+        return a2a::run(a2a::Options {
+            connections: *connections,
+            duration: Duration::from_secs_f64(*seconds),
+            peers,
+        });
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("tokio runtime")?;
-    match Cli::parse().bench {
+    match cli.bench {
         Bench::Spawn { runs } => rt.block_on(spawn::run(runs)),
         Bench::Store { changes, writers } => rt.block_on(store::run(changes, writers)),
         Bench::All => {
@@ -54,6 +89,7 @@ fn main() -> anyhow::Result<()> {
             println!();
             rt.block_on(store::run(10_000, 8))
         }
+        Bench::A2a { .. } => Ok(()),
     }
 }
 

@@ -83,12 +83,12 @@ pub async fn run(runs: usize) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn supervised(supervisor: &Supervisor, spec: &RunSpec) -> anyhow::Result<()> {
+pub(crate) async fn supervised(supervisor: &Supervisor, spec: &RunSpec) -> anyhow::Result<()> {
     let mut run = supervisor.spawn(&RunId::new().to_string(), spec)?;
     loop {
         match run.next().await {
             Some(RunEvent::Finished(Outcome::Completed)) => return Ok(()),
-            Some(RunEvent::Finished(other)) => bail!("{PROGRAM} ended {other:?}"),
+            Some(RunEvent::Finished(other)) => bail!("{:?} ended {other:?}", spec.argv),
             Some(RunEvent::Output(_)) => {}
             None => bail!("supervisor lost the run"),
         }

@@ -27,6 +27,78 @@ pub struct EventRecord {
     pub data: Option<Vec<u8>>,
 }
 
+thread_local! {
+    /// The entities whose events this thread appended since the last
+    /// [`take_touched`]; only the writer thread appends.
+    static TOUCHED: std::cell::RefCell<Vec<String>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn entity_key(kind: &str, id: &str) -> String {
+    format!("{kind}/{id}")
+}
+
+/// The entities touched since the last call, for the commit's change feed.
+pub(crate) fn take_touched() -> Vec<String> {
+    TOUCHED.with(|t| std::mem::take(&mut *t.borrow_mut()))
+}
+
+/// What one commit changed: the entities whose events it appended.
+#[derive(Debug)]
+pub struct Committed {
+    entities: Vec<String>,
+}
+
+impl Committed {
+    pub(crate) fn new(mut entities: Vec<String>) -> Self {
+        entities.sort_unstable();
+        entities.dedup();
+        Self { entities }
+    }
+
+    /// Whether the commit appended events of entity `kind`/`id`.
+    pub fn touches(&self, kind: &str, id: &str) -> bool {
+        self.entities.binary_search(&entity_key(kind, id)).is_ok()
+    }
+}
+
+/// Commits that touch one entity, for a stream that follows it: each
+/// commit is checked in memory, so a stream reads the log only when its
+/// own entity has something new.
+pub struct EntityChanges {
+    rx: tokio::sync::broadcast::Receiver<std::sync::Arc<Committed>>,
+    kind: String,
+    id: String,
+}
+
+impl EntityChanges {
+    pub(crate) fn new(
+        rx: tokio::sync::broadcast::Receiver<std::sync::Arc<Committed>>,
+        kind: &str,
+        id: &str,
+    ) -> Self {
+        Self {
+            rx,
+            kind: kind.to_owned(),
+            id: id.to_owned(),
+        }
+    }
+
+    /// Waits for a commit that appended events of the entity (or one that
+    /// may have: when this follower fell behind the feed). `false` once the
+    /// store has closed.
+    pub async fn changed(&mut self) -> bool {
+        use tokio::sync::broadcast::error::RecvError;
+        loop {
+            match self.rx.recv().await {
+                Ok(c) if c.touches(&self.kind, &self.id) => return true,
+                Ok(_) => {}
+                Err(RecvError::Lagged(_)) => return true,
+                Err(RecvError::Closed) => return false,
+            }
+        }
+    }
+}
+
 /// Appends an event inside the caller's transaction and returns its seq.
 pub(crate) fn append(
     conn: &Connection,
@@ -35,6 +107,7 @@ pub(crate) fn append(
     kind: &str,
     body: &serde_json::Value,
 ) -> Result<u64, StoreError> {
+    TOUCHED.with(|t| t.borrow_mut().push(entity_key(entity_kind, entity_id)));
     conn.prepare_cached(
         "INSERT INTO events (entity_kind, entity_id, kind, body, ts) VALUES (?1, ?2, ?3, ?4, ?5)",
     )?

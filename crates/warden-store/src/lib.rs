@@ -17,6 +17,6 @@ mod writer;
 
 pub use audit::AuditEntry;
 pub use error::StoreError;
-pub use events::EventRecord;
+pub use events::{Committed, EntityChanges, EventRecord};
 pub use store::{CommitMode, Store};
-pub use tasks::{TaskFilter, TaskPage};
+pub use tasks::{TaskChange, TaskFilter, TaskPage};

@@ -5,8 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags};
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 
+use crate::events::{Committed, EntityChanges};
 use crate::writer::{self, Completer, Job};
 use crate::{StoreError, schema};
 
@@ -31,6 +32,7 @@ struct Inner {
     jobs: Mutex<Option<std::sync::mpsc::Sender<Job>>>,
     readers: Mutex<Vec<Connection>>,
     committed: watch::Receiver<u64>,
+    changes: broadcast::Sender<Arc<Committed>>,
     writer: Mutex<Option<std::thread::JoinHandle<()>>>,
     counters: Arc<writer::Counters>,
 }
@@ -69,11 +71,14 @@ impl Store {
         let counters = Arc::new(writer::Counters::default());
         let (tx, rx) = std::sync::mpsc::channel::<Job>();
         let (committed_tx, committed) = watch::channel(last.max(0) as u64);
+        // A follower more than this many commits behind re-reads the log.
+        let (changes, _) = broadcast::channel(1024);
         let writer = std::thread::Builder::new()
             .name("warden-store-writer".into())
             .spawn({
                 let counters = Arc::clone(&counters);
-                move || writer::run(conn, rx, committed_tx, mode, counters)
+                let changes = changes.clone();
+                move || writer::run(conn, rx, committed_tx, changes, mode, counters)
             })
             .map_err(|e| open_err(format!("cannot start writer thread: {e}")))?;
         Ok(Self {
@@ -82,6 +87,7 @@ impl Store {
                 jobs: Mutex::new(Some(tx)),
                 readers: Mutex::new(Vec::new()),
                 committed,
+                changes,
                 writer: Mutex::new(Some(writer)),
                 counters,
             }),
@@ -182,6 +188,12 @@ impl Store {
     /// appended events. Streams wait on this instead of polling.
     pub fn committed(&self) -> watch::Receiver<u64> {
         self.inner.committed.clone()
+    }
+
+    /// Commits that append events of entity `kind`/`id`, from now on. A
+    /// stream subscribes before it reads the log, so nothing falls between.
+    pub fn changes_of(&self, kind: &str, id: &str) -> EntityChanges {
+        EntityChanges::new(self.inner.changes.subscribe(), kind, id)
     }
 
     /// Stops accepting writes, lets the writer finish what is queued, and

@@ -135,6 +135,88 @@ fn refuse_if_terminal(conn: &Connection, id: &str, what: &str) -> Result<TaskSta
     Ok(state)
 }
 
+/// One change of a task, for [`Store::update_task`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum TaskChange {
+    /// As [`Store::set_task_status`].
+    Status(TaskStatus),
+    /// As [`Store::add_task_artifact`].
+    Artifact {
+        artifact: Artifact,
+        append: bool,
+        last_chunk: bool,
+    },
+}
+
+fn set_status(c: &Connection, id: &str, status: &TaskStatus) -> Result<u64, StoreError> {
+    let next = task_state(c, id)?.move_to(status.state)?;
+    c.prepare_cached("UPDATE tasks SET state = ?2, status = ?3, updated_at = ?4 WHERE id = ?1")?
+        .execute(params![
+            id,
+            next.as_str(),
+            serde_json::to_string(status)?,
+            status_millis(status),
+        ])?;
+    if let Some(m) = &status.message {
+        push_message(c, id, m)?;
+    }
+    events::append(c, "task", id, "task.status", &json!({ "status": status }))
+}
+
+fn add_artifact(
+    c: &Connection,
+    id: &str,
+    artifact: &Artifact,
+    append: bool,
+    last_chunk: bool,
+) -> Result<u64, StoreError> {
+    refuse_if_terminal(c, id, "artifact")?;
+    let existing: Option<String> = c
+        .prepare_cached(
+            "SELECT artifact FROM task_artifacts WHERE task_id = ?1 AND artifact_id = ?2",
+        )?
+        .query_row(params![id, artifact.artifact_id], |r| r.get(0))
+        .optional()?;
+    let update = |stored: &Artifact| -> Result<(), StoreError> {
+        c.prepare_cached(
+            "UPDATE task_artifacts SET artifact = ?3 WHERE task_id = ?1 AND artifact_id = ?2",
+        )?
+        .execute(params![
+            id,
+            artifact.artifact_id,
+            serde_json::to_string(stored)?
+        ])?;
+        Ok(())
+    };
+    match (append, existing) {
+        (true, Some(json)) => {
+            let mut stored: Artifact = serde_json::from_str(&json)?;
+            stored.parts.extend(artifact.parts.iter().cloned());
+            update(&stored)?;
+        }
+        // Replacing keeps the artifact's place among the others.
+        (false, Some(_)) => update(artifact)?,
+        (_, None) => {
+            c.prepare_cached(
+                "INSERT INTO task_artifacts (task_id, artifact_id, ord, artifact)
+                 VALUES (?1, ?2, (SELECT COUNT(*) FROM task_artifacts WHERE task_id = ?1), ?3)",
+            )?
+            .execute(params![
+                id,
+                artifact.artifact_id,
+                serde_json::to_string(artifact)?
+            ])?;
+        }
+    }
+    events::append(
+        c,
+        "task",
+        id,
+        "task.artifact",
+        &json!({ "artifact": artifact, "append": append, "last_chunk": last_chunk }),
+    )
+}
+
 impl Store {
     /// Records a new task of `instance` with its history (the client's first
     /// message) and status, and its `task.created` event, whose seq it returns.
@@ -172,24 +254,8 @@ impl Store {
     /// Moves a task to `status` through the checked state machine (terminal
     /// states are sticky) and appends `task.status`. Returns the event's seq.
     pub async fn set_task_status(&self, id: TaskId, status: TaskStatus) -> Result<u64, StoreError> {
-        self.write(move |c| {
-            let id = id.to_string();
-            let next = task_state(c, &id)?.move_to(status.state)?;
-            c.prepare_cached(
-                "UPDATE tasks SET state = ?2, status = ?3, updated_at = ?4 WHERE id = ?1",
-            )?
-            .execute(params![
-                id,
-                next.as_str(),
-                serde_json::to_string(&status)?,
-                status_millis(&status),
-            ])?;
-            if let Some(m) = &status.message {
-                push_message(c, &id, m)?;
-            }
-            events::append(c, "task", &id, "task.status", &json!({ "status": status }))
-        })
-        .await
+        self.write(move |c| set_status(c, &id.to_string(), &status))
+            .await
     }
 
     /// Adds an artifact, or with `append` extends the parts of the one with
@@ -201,41 +267,31 @@ impl Store {
         append: bool,
         last_chunk: bool,
     ) -> Result<u64, StoreError> {
+        self.write(move |c| add_artifact(c, &id.to_string(), &artifact, append, last_chunk))
+            .await
+    }
+
+    /// Applies `changes` to task `id` in order, in one transaction: all of
+    /// them or (if one is refused) none. Returns the last event's seq.
+    pub async fn update_task(
+        &self,
+        id: TaskId,
+        changes: Vec<TaskChange>,
+    ) -> Result<u64, StoreError> {
         self.write(move |c| {
             let id = id.to_string();
-            refuse_if_terminal(c, &id, "artifact")?;
-            let existing: Option<String> = c
-                .prepare_cached("SELECT artifact FROM task_artifacts WHERE task_id = ?1 AND artifact_id = ?2")?
-                .query_row(params![id, artifact.artifact_id], |r| r.get(0))
-                .optional()?;
-            let update = |stored: &Artifact| -> Result<(), StoreError> {
-                c.prepare_cached("UPDATE task_artifacts SET artifact = ?3 WHERE task_id = ?1 AND artifact_id = ?2")?
-                    .execute(params![id, artifact.artifact_id, serde_json::to_string(stored)?])?;
-                Ok(())
-            };
-            match (append, existing) {
-                (true, Some(json)) => {
-                    let mut stored: Artifact = serde_json::from_str(&json)?;
-                    stored.parts.extend(artifact.parts.iter().cloned());
-                    update(&stored)?;
-                }
-                // Replacing keeps the artifact's place among the others.
-                (false, Some(_)) => update(&artifact)?,
-                (_, None) => {
-                    c.prepare_cached(
-                        "INSERT INTO task_artifacts (task_id, artifact_id, ord, artifact)
-                         VALUES (?1, ?2, (SELECT COUNT(*) FROM task_artifacts WHERE task_id = ?1), ?3)",
-                    )?
-                    .execute(params![id, artifact.artifact_id, serde_json::to_string(&artifact)?])?;
-                }
+            let mut seq = 0;
+            for change in &changes {
+                seq = match change {
+                    TaskChange::Status(s) => set_status(c, &id, s)?,
+                    TaskChange::Artifact {
+                        artifact,
+                        append,
+                        last_chunk,
+                    } => add_artifact(c, &id, artifact, *append, *last_chunk)?,
+                };
             }
-            events::append(
-                c,
-                "task",
-                &id,
-                "task.artifact",
-                &json!({ "artifact": artifact, "append": append, "last_chunk": last_chunk }),
-            )
+            Ok(seq)
         })
         .await
     }

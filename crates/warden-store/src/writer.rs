@@ -12,9 +12,10 @@ use std::sync::mpsc::{Receiver, RecvTimeoutError, TryRecvError};
 use std::time::{Duration, Instant};
 
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 
 use crate::StoreError;
+use crate::events::{self, Committed};
 use crate::store::CommitMode;
 
 /// The most jobs one commit carries.
@@ -42,6 +43,7 @@ pub(crate) fn run(
     mut conn: Connection,
     jobs: Receiver<Job>,
     committed: watch::Sender<u64>,
+    changes: broadcast::Sender<Arc<Committed>>,
     mode: CommitMode,
     counters: Arc<Counters>,
 ) {
@@ -64,9 +66,14 @@ pub(crate) fn run(
         counters
             .writes
             .fetch_add(completers.len() as u64, Ordering::Relaxed);
+        let touched = events::take_touched();
         match result {
             Ok(()) => {
                 publish_last_seq(&conn, &committed);
+                if !touched.is_empty() {
+                    // No follower listening is fine.
+                    let _ = changes.send(Arc::new(Committed::new(touched)));
+                }
                 for done in completers {
                     done(Ok(()));
                 }

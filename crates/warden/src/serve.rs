@@ -104,6 +104,13 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         signalled.cancel();
     });
     let graceful = shutdown.clone();
+    // Small writes (SSE events) go out at once instead of waiting for the
+    // client's delayed ACK.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+    });
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { graceful.cancelled().await });
     let server = tokio::spawn(async move { served.await });

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use axum::http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH};
+use axum::http::header::{CACHE_CONTROL, ETAG, IF_NONE_MATCH, LAST_MODIFIED};
 use axum::http::{HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
@@ -62,6 +62,11 @@ pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVers
     }
     card
 }
+
+/// A card changes only when the server restarts with a new config, so it
+/// was last modified when this process started serving.
+static SERVED_SINCE: std::sync::LazyLock<std::time::SystemTime> =
+    std::sync::LazyLock::new(std::time::SystemTime::now);
 
 /// What the instance's runtime does, as a skill.
 fn skill(instance: &Instance) -> Value {
@@ -130,6 +135,9 @@ pub fn respond(
         CACHE_CONTROL,
         HeaderValue::from_static("public, max-age=300"),
     );
+    if let Ok(v) = HeaderValue::from_str(&httpdate::fmt_http_date(*SERVED_SINCE)) {
+        h.insert(LAST_MODIFIED, v);
+    }
     h.insert(
         axum::http::header::VARY,
         HeaderValue::from_static("A2A-Version"),

@@ -127,10 +127,9 @@ pub fn respond(
             return;
         }
         let store = engine.store().clone();
-        let mut committed = store.committed();
+        let mut changes = store.changes_of("task", &task_id.to_string());
         let mut after = after;
         loop {
-            committed.borrow_and_update();
             let batch = match store
                 .events_for("task", task_id.to_string(), after, PAGE)
                 .await
@@ -165,7 +164,7 @@ pub fn respond(
                 continue;
             }
             tokio::select! {
-                changed = committed.changed() => if changed.is_err() { return },
+                more = changes.changed() => if !more { return },
                 () = tx.closed() => return,
                 () = shutdown.cancelled() => return,
             }

@@ -68,3 +68,18 @@ async fn reads_do_not_wait_for_an_open_write() {
     );
     blocked.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn a_follower_wakes_for_its_own_entity_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let mine = store.create_run(record(), "test").await.unwrap();
+    let other = store.create_run(record(), "test").await.unwrap();
+    let mut changes = store.changes_of("run", &mine.id.to_string());
+    store.mark_started(other.id, 1).await.unwrap();
+    let woke = tokio::time::timeout(Duration::from_millis(200), changes.changed()).await;
+    assert!(woke.is_err(), "another run's commit woke the follower");
+    store.mark_started(mine.id, 2).await.unwrap();
+    let woke = tokio::time::timeout(Duration::from_secs(5), changes.changed()).await;
+    assert_eq!(woke, Ok(true));
+}

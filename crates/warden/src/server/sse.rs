@@ -57,14 +57,13 @@ pub async fn run_events(
     let (tx, rx) = mpsc::channel::<Result<Event, Infallible>>(32);
     tokio::spawn(async move {
         let _permit = permit;
-        let mut committed = state.store.committed();
+        let mut changes = state.store.changes_of("run", &id.to_string());
         let mut after = after;
         // A run that had ended when the client connected has all its events
         // in the log already; one that ends later ends the stream with
         // `run.finished`.
         let ended = run.state.is_terminal();
         loop {
-            committed.borrow_and_update();
             let batch = match state
                 .store
                 .events_for("run", id.to_string(), after, PAGE)
@@ -96,7 +95,7 @@ pub async fn run_events(
                 continue;
             }
             tokio::select! {
-                changed = committed.changed() => if changed.is_err() { return },
+                more = changes.changed() => if !more { return },
                 () = state.shutdown.cancelled() => return,
                 () = tx.closed() => return,
             }

@@ -37,6 +37,12 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
             .unwrap()
             .contains("max-age")
     );
+    assert!(
+        v1.headers()["last-modified"]
+            .to_str()
+            .unwrap()
+            .ends_with(" GMT")
+    );
     let card: Value = v1.json().await.unwrap();
     assert_eq!(card["name"], "default");
     assert!(
