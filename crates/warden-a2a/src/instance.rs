@@ -44,6 +44,32 @@ impl CommandRuntime {
     }
 }
 
+impl Instance {
+    /// Lets the instance take adapter commands in `workspace`, and lists
+    /// the two extensions that brings on its card.
+    pub fn set_workspace(&mut self, workspace: PathBuf) {
+        self.workspace = Some(workspace);
+        for (uri, description) in [
+            (
+                crate::adapter::ADAPTER_URI,
+                "runs an allowlisted adapter command (sandbox-agent-runner, plan or assess) in the instance's workspace",
+            ),
+            (
+                crate::adapter::HITL_URI,
+                "an adapter command's interactive prompts ([y/N] and the like) become input-required; answers go to its stdin",
+            ),
+        ] {
+            if !self.extensions.iter().any(|e| e.uri == uri) {
+                self.extensions.push(Extension {
+                    uri: uri.to_owned(),
+                    description: description.to_owned(),
+                    required: false,
+                });
+            }
+        }
+    }
+}
+
 /// An A2A extension an instance supports, as its card lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Extension {
@@ -68,6 +94,9 @@ pub struct Instance {
     pub extensions: Vec<Extension>,
     /// Whether it offers streaming (`SendStreamingMessage`, subscriptions).
     pub streaming: bool,
+    /// Where its adapter commands run (`adapter-command/v1`); none: it
+    /// takes no adapter commands. Canonical.
+    pub workspace: Option<PathBuf>,
 }
 
 /// The instances of one server.
@@ -105,7 +134,8 @@ fn valid_name(name: &str) -> bool {
 }
 
 impl Instances {
-    /// Just the `default` echo instance, as when nothing is configured.
+    /// Just the `default` echo instance, as when nothing is configured
+    /// (it takes adapter commands when given a workspace).
     pub fn default_only() -> Self {
         let default = Instance {
             name: DEFAULT_INSTANCE.to_owned(),
@@ -113,6 +143,7 @@ impl Instances {
             runtime: Runtime::Echo,
             extensions: vec![],
             streaming: true,
+            workspace: None,
         };
         Self {
             by_name: BTreeMap::from([(default.name.clone(), Arc::new(default))]),
@@ -120,10 +151,19 @@ impl Instances {
     }
 
     /// The configured instances, checked; none configured means
-    /// [`Instances::default_only`].
-    pub fn new(list: Vec<Instance>) -> Result<Self, InstanceError> {
+    /// [`Instances::default_only`] with `default_workspace`.
+    pub fn new(
+        list: Vec<Instance>,
+        default_workspace: Option<PathBuf>,
+    ) -> Result<Self, InstanceError> {
         if list.is_empty() {
-            return Ok(Self::default_only());
+            let mut only = Self::default_only();
+            if let Some(ws) = default_workspace {
+                let mut i = (*only.by_name[DEFAULT_INSTANCE]).clone();
+                i.set_workspace(ws);
+                only.by_name.insert(i.name.clone(), Arc::new(i));
+            }
+            return Ok(only);
         }
         let mut by_name = BTreeMap::new();
         for i in list {
@@ -179,6 +219,7 @@ mod tests {
             }),
             extensions: vec![],
             streaming: true,
+            workspace: None,
         }
     }
 
@@ -196,23 +237,23 @@ mod tests {
     #[test]
     fn bad_configurations_are_refused() {
         assert!(matches!(
-            Instances::new(vec![command(&["{text}"])]),
+            Instances::new(vec![command(&["{text}"])], None),
             Err(InstanceError::BadCommand(..))
         ));
         assert!(matches!(
-            Instances::new(vec![command(&[])]),
+            Instances::new(vec![command(&[])], None),
             Err(InstanceError::BadCommand(..))
         ));
         assert!(matches!(
-            Instances::new(vec![command(&["a"]), command(&["b"])]),
+            Instances::new(vec![command(&["a"]), command(&["b"])], None),
             Err(InstanceError::Duplicate(_))
         ));
         let mut bad = command(&["a"]);
         bad.name = "Has Space".into();
         assert!(matches!(
-            Instances::new(vec![bad]),
+            Instances::new(vec![bad], None),
             Err(InstanceError::BadName(_))
         ));
-        assert!(Instances::new(vec![]).is_ok_and(|i| i.get(DEFAULT_INSTANCE).is_some()));
+        assert!(Instances::new(vec![], None).is_ok_and(|i| i.get(DEFAULT_INSTANCE).is_some()));
     }
 }

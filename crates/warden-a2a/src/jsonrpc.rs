@@ -24,6 +24,13 @@ pub enum A2aError {
     MethodNotFound(String),
     /// `-32602`, naming the field.
     InvalidParams { field: String, message: String },
+    /// `-32602` from a named validation rule (e.g. an extension envelope's),
+    /// which the `ErrorInfo` carries as `metadata.rule`.
+    RuleViolated {
+        rule: String,
+        field: String,
+        message: String,
+    },
     /// `-32603`; the message never carries internals.
     Internal,
     /// `-32001`.
@@ -54,7 +61,7 @@ impl A2aError {
             Self::Parse(_) => "JSONParseError",
             Self::InvalidRequest(_) => "InvalidRequestError",
             Self::MethodNotFound(_) => "MethodNotFoundError",
-            Self::InvalidParams { .. } => "InvalidParamsError",
+            Self::InvalidParams { .. } | Self::RuleViolated { .. } => "InvalidParamsError",
             Self::Internal => "InternalError",
             Self::TaskNotFound(_) => "TaskNotFoundError",
             Self::TaskNotCancelable(_) => "TaskNotCancelableError",
@@ -74,7 +81,7 @@ impl A2aError {
             Self::Parse(_) => -32700,
             Self::InvalidRequest(_) => -32600,
             Self::MethodNotFound(_) => -32601,
-            Self::InvalidParams { .. } => -32602,
+            Self::InvalidParams { .. } | Self::RuleViolated { .. } => -32602,
             Self::Internal => -32603,
             Self::TaskNotFound(_) => -32001,
             Self::TaskNotCancelable(_) => -32002,
@@ -94,7 +101,7 @@ impl A2aError {
             Self::Parse(_) => "JSON_PARSE",
             Self::InvalidRequest(_) => "INVALID_REQUEST",
             Self::MethodNotFound(_) => "METHOD_NOT_FOUND",
-            Self::InvalidParams { .. } => "INVALID_PARAMS",
+            Self::InvalidParams { .. } | Self::RuleViolated { .. } => "INVALID_PARAMS",
             Self::Internal => "INTERNAL",
             Self::TaskNotFound(_) => "TASK_NOT_FOUND",
             Self::TaskNotCancelable(_) => "TASK_NOT_CANCELABLE",
@@ -114,6 +121,7 @@ impl A2aError {
             Self::Parse(_)
             | Self::InvalidRequest(_)
             | Self::InvalidParams { .. }
+            | Self::RuleViolated { .. }
             | Self::ContentTypeNotSupported(_) => "INVALID_ARGUMENT",
             Self::MethodNotFound(_) | Self::TaskNotFound(_) => "NOT_FOUND",
             Self::Internal | Self::InvalidAgentResponse(_) => "INTERNAL",
@@ -144,6 +152,11 @@ impl A2aError {
             Self::InvalidParams { field, message } => {
                 format!("Invalid parameters: {field}: {message}")
             }
+            Self::RuleViolated {
+                rule,
+                field,
+                message,
+            } => format!("Invalid parameters: {field}: {message} (rule {rule})"),
             Self::Internal => "Internal error".to_owned(),
             Self::TaskNotFound(id) => format!("Task not found: {id}"),
             Self::TaskNotCancelable(why) => format!("Task cannot be canceled: {why}"),
@@ -172,6 +185,10 @@ impl A2aError {
             Self::InvalidParams { field, .. } => {
                 metadata.insert("field".into(), json!(field));
             }
+            Self::RuleViolated { rule, field, .. } => {
+                metadata.insert("field".into(), json!(field));
+                metadata.insert("rule".into(), json!(rule));
+            }
             _ => {}
         }
         let mut out = vec![json!({
@@ -180,7 +197,9 @@ impl A2aError {
             "domain": ERROR_DOMAIN,
             "metadata": metadata,
         })];
-        if let Self::InvalidParams { field, message } = self {
+        if let Self::InvalidParams { field, message } | Self::RuleViolated { field, message, .. } =
+            self
+        {
             out.push(json!({
                 "@type": BAD_REQUEST_TYPE,
                 "fieldViolations": [{ "field": field, "description": message }],

@@ -5,6 +5,7 @@
 //! No I/O here; the server bindings sit beside this crate.
 #![forbid(unsafe_code)]
 
+pub mod adapter;
 pub mod engine;
 pub mod error;
 pub mod instance;

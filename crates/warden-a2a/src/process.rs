@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
-use warden_core::RunId;
+use warden_core::{Outcome, RunId};
 pub use warden_core::{OutputStream, ProcessEvent};
 
 /// A program to run for a task.
@@ -43,9 +43,10 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// Starts and stops processes for command runtimes.
 pub trait ProcessRunner: Send + Sync + 'static {
-    /// Records and starts `request`. `Err` means nothing was started or
-    /// recorded, and says why (e.g. the program does not exist).
-    fn start(&self, request: ProcessRequest) -> BoxFuture<'_, Result<Started, String>>;
+    /// Records and starts `request`. `Err` means nothing was started and
+    /// carries the infrastructure failure to report (e.g.
+    /// `program_not_found`, or `capacity` when too many runs are live).
+    fn start(&self, request: ProcessRequest) -> BoxFuture<'_, Result<Started, Outcome>>;
 
     /// Asks run `run` to stop (SIGTERM to its group, SIGKILL after the
     /// grace period); its end arrives as [`ProcessEvent::Ended`].

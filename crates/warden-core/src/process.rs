@@ -29,6 +29,8 @@ pub enum ProcessEvent {
     Output {
         /// Where it came from.
         stream: OutputStream,
+        /// The chunk's number in the run (0, 1, 2, … across both streams).
+        seq: u64,
         /// The bytes.
         data: Vec<u8>,
     },

@@ -66,8 +66,7 @@ impl Committed {
 /// own entity has something new.
 pub struct EntityChanges {
     rx: tokio::sync::broadcast::Receiver<std::sync::Arc<Committed>>,
-    kind: String,
-    id: String,
+    key: String,
 }
 
 impl EntityChanges {
@@ -78,19 +77,19 @@ impl EntityChanges {
     ) -> Self {
         Self {
             rx,
-            kind: kind.to_owned(),
-            id: id.to_owned(),
+            key: entity_key(kind, id),
         }
     }
 
     /// Waits for a commit that appended events of the entity (or one that
-    /// may have: when this follower fell behind the feed). `false` once the
-    /// store has closed.
+    /// may have: when this follower fell behind the feed). `false` only if
+    /// the feed is gone (the store keeps it while it is open, so followers
+    /// also watch for shutdown themselves).
     pub async fn changed(&mut self) -> bool {
         use tokio::sync::broadcast::error::RecvError;
         loop {
             match self.rx.recv().await {
-                Ok(c) if c.touches(&self.kind, &self.id) => return true,
+                Ok(c) if c.entities.binary_search(&self.key).is_ok() => return true,
                 Ok(_) => {}
                 Err(RecvError::Lagged(_)) => return true,
                 Err(RecvError::Closed) => return false,

@@ -5,15 +5,42 @@
 use std::sync::Arc;
 
 use warden_a2a::process::{BoxFuture, ProcessRequest, ProcessRunner, Started};
-use warden_core::{RunId, RunSpec};
+use warden_core::{Outcome, RunId, RunSpec};
 
-use crate::runs::RunService;
+use crate::runs::{RunError, RunService};
+
+/// The infrastructure failure a task reports when its run could not start.
+fn unstarted(e: RunError) -> Outcome {
+    match e {
+        RunError::Unstartable(spawn) => spawn.outcome(),
+        RunError::Invalid(e) => Outcome::infrastructure("invalid_run", Some(e.to_string())),
+        RunError::TooMany(n) => Outcome::infrastructure(
+            "capacity",
+            Some(format!(
+                "{n} runs are already live, the configured maximum (runs.max_live_runs)"
+            )),
+        ),
+        RunError::ShuttingDown => Outcome::infrastructure(
+            "server_shutdown",
+            Some("the server is shutting down".into()),
+        ),
+        // Details stay in the server log, not in what clients see.
+        RunError::Store(e) => {
+            tracing::error!(error = %e, "cannot record a task's run");
+            Outcome::infrastructure("store_unavailable", None)
+        }
+        other => {
+            tracing::error!(error = %other, "cannot start a task's run");
+            Outcome::infrastructure("internal", None)
+        }
+    }
+}
 
 /// [`ProcessRunner`] over a [`RunService`].
 pub struct ServiceRunner(pub Arc<RunService>);
 
 impl ProcessRunner for ServiceRunner {
-    fn start(&self, request: ProcessRequest) -> BoxFuture<'_, Result<Started, String>> {
+    fn start(&self, request: ProcessRequest) -> BoxFuture<'_, Result<Started, Outcome>> {
         Box::pin(async move {
             let mut spec = RunSpec::new(
                 request.argv,
@@ -26,7 +53,7 @@ impl ProcessRunner for ServiceRunner {
                 .0
                 .start_observed(spec, &request.actor)
                 .await
-                .map_err(|e| e.to_string())?;
+                .map_err(unstarted)?;
             Ok(Started {
                 run: run.id,
                 events,

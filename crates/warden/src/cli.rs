@@ -45,6 +45,9 @@ pub struct ServeArgs {
     /// Config file [default: $WARDEN_HOME/warden.toml, then ./warden.toml, if present].
     #[arg(long, env = "WARDEN_CONFIG")]
     pub config: Option<PathBuf>,
+    /// Where runs without a cwd and adapter commands run [default: the current directory].
+    #[arg(long, env = "WARDEN_WORKSPACE")]
+    pub workspace: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -195,10 +195,8 @@ impl RunService {
         let handle = match spawned {
             Ok(h) => h,
             Err(outcome) => {
-                self.record_outcome(id, outcome.clone()).await;
-                if let Some(tx) = observer {
-                    let _ = tx.send(ProcessEvent::Ended(outcome)).await;
-                }
+                let saved = self.record_outcome(id, outcome.clone()).await;
+                Self::report_end(observer, outcome, saved).await;
                 return Ok(self.store.get_run(id).await?);
             }
         };
@@ -248,6 +246,7 @@ impl RunService {
                     }
                     let seen = observer.as_ref().map(|_| ProcessEvent::Output {
                         stream: chunk.stream,
+                        seq: chunk.seq,
                         data: chunk.data.clone(),
                     });
                     if let Err(e) = self
@@ -287,20 +286,18 @@ impl RunService {
             // The program ended on its own before any stop landed: that is the truth.
             (_, None, o) => o,
         };
-        self.record_outcome(id, outcome.clone()).await;
-        if let Some(tx) = observer {
-            let _ = tx.send(ProcessEvent::Ended(outcome)).await;
-        }
+        let saved = self.record_outcome(id, outcome.clone()).await;
+        Self::report_end(observer, outcome, saved).await;
     }
 
     /// Saves an outcome, retrying a failing store for a few seconds; if it
     /// still fails, readiness turns false (a restart will then report the run
-    /// as `server_restart`, never as still running).
-    async fn record_outcome(&self, id: RunId, outcome: Outcome) {
+    /// as `server_restart`, never as still running). Returns whether it was saved.
+    async fn record_outcome(&self, id: RunId, outcome: Outcome) -> bool {
         let mut wait = Duration::from_millis(100);
         for attempt in 1..=6 {
             match self.store.finish_run(id, outcome.clone()).await {
-                Ok(_) => return,
+                Ok(_) => return true,
                 Err(e @ StoreError::Rejected(_)) => {
                     tracing::error!(run = %id, ?outcome, error = %e, "outcome refused by the store");
                     break;
@@ -316,6 +313,29 @@ impl RunService {
             }
         }
         self.unrecorded.store(true, Ordering::Relaxed);
+        false
+    }
+
+    /// Tells an observer how the run ended, or that its end could not be
+    /// recorded (then the observed outcome is not what the record says).
+    async fn report_end(
+        observer: Option<mpsc::Sender<ProcessEvent>>,
+        outcome: Outcome,
+        saved: bool,
+    ) {
+        let Some(tx) = observer else { return };
+        let told = if saved {
+            outcome
+        } else {
+            Outcome::infrastructure(
+                "store_unavailable",
+                Some(format!(
+                    "the run ended ({}) but that could not be saved",
+                    outcome.state().as_str()
+                )),
+            )
+        };
+        let _ = tx.send(ProcessEvent::Ended(told)).await;
     }
 
     /// Asks a live run to stop without waiting; its outcome says `cancelled`

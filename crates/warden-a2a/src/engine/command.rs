@@ -2,7 +2,7 @@
 //! the process runner. Output becomes artifact chunks as it is saved; the
 //! run's outcome decides the task's final state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::json;
 use warden_core::{
@@ -85,6 +85,23 @@ fn incomplete_tail(b: &[u8]) -> usize {
     0
 }
 
+/// Whose fault a failed run was, for the status message metadata:
+/// `application` (the command's own exit or signal) or `infrastructure`
+/// (it could not start, or something outside it ended it).
+fn failure(outcome: &Outcome) -> Option<serde_json::Value> {
+    match outcome {
+        Outcome::Completed | Outcome::Cancelled => None,
+        Outcome::Failed(FailureKind::Application { exit_code, signal }) => Some(json!({
+            "kind": "application", "exit_code": exit_code, "signal": signal,
+        })),
+        Outcome::Failed(FailureKind::Infrastructure { reason, detail }) => Some(json!({
+            "kind": "infrastructure", "reason": reason, "detail": detail,
+        })),
+        Outcome::TimedOut => Some(json!({ "kind": "infrastructure", "reason": "timed_out" })),
+        Outcome::OutputLimit => Some(json!({ "kind": "infrastructure", "reason": "output_limit" })),
+    }
+}
+
 /// The task state and the status text for a run's outcome.
 fn ending(outcome: &Outcome) -> (TaskState, String) {
     match outcome {
@@ -119,8 +136,16 @@ fn ending(outcome: &Outcome) -> (TaskState, String) {
     }
 }
 
+/// A process to run for a task, and how its output becomes artifacts.
+pub(super) struct ProcessPlan {
+    pub request: ProcessRequest,
+    /// One artifact per chunk (`{task}-{stream}-{seq}`, adapter commands)
+    /// instead of one per stream that chunks append to (`{task}-{stream}`).
+    pub per_chunk: bool,
+}
+
 impl TaskEngine {
-    /// Runs `spec` for task `id` until its processes are gone.
+    /// Runs the instance's argv template for task `id`.
     pub(super) async fn command(
         &self,
         instance: &Instance,
@@ -129,8 +154,34 @@ impl TaskEngine {
         context_id: &str,
         input: &Message,
     ) -> Result<(), A2aError> {
+        let plan = ProcessPlan {
+            request: ProcessRequest {
+                argv: spec.render(&message_text(input)),
+                cwd: spec.cwd.clone(),
+                env: vec![
+                    ("A2A_TASK_ID".into(), id.to_string()),
+                    ("A2A_CONTEXT_ID".into(), context_id.to_owned()),
+                    ("A2A_INSTANCE".into(), instance.name.clone()),
+                ],
+                timeout: spec.timeout,
+                max_output: spec.max_output,
+                actor: format!("a2a:{}", instance.name),
+            },
+            per_chunk: false,
+        };
+        self.run_process(plan, id, context_id).await
+    }
+
+    /// Runs `plan` for task `id` until its processes are gone: working,
+    /// output as artifacts while it runs, then the state its outcome says.
+    pub(super) async fn run_process(
+        &self,
+        plan: ProcessPlan,
+        id: TaskId,
+        context_id: &str,
+    ) -> Result<(), A2aError> {
         let Some(runner) = self.runner.clone() else {
-            tracing::error!(instance = %instance.name, "a command instance without a process runner");
+            tracing::error!(task = %id, "a process to run without a process runner");
             return Err(A2aError::Internal);
         };
         let end = |outcome: &Outcome, run: Option<RunId>| {
@@ -138,6 +189,9 @@ impl TaskEngine {
             let mut message = agent_message(id, context_id, vec![Part::text(text)]);
             let mut meta = serde_json::Map::new();
             meta.insert("outcome".into(), json!(outcome));
+            if let Some(f) = failure(outcome) {
+                meta.insert("failure".into(), f);
+            }
             if let Some(run) = run {
                 meta.insert("runId".into(), json!(run.to_string()));
             }
@@ -156,41 +210,38 @@ impl TaskEngine {
         if self.cancel_requested(id) {
             return self.record_end(id, end(&Outcome::Cancelled, None)).await;
         }
-        let request = ProcessRequest {
-            argv: spec.render(&message_text(input)),
-            cwd: spec.cwd.clone(),
-            env: vec![
-                ("A2A_TASK_ID".into(), id.to_string()),
-                ("A2A_CONTEXT_ID".into(), context_id.to_owned()),
-                ("A2A_INSTANCE".into(), instance.name.clone()),
-            ],
-            timeout: spec.timeout,
-            max_output: spec.max_output,
-            actor: format!("a2a:{}", instance.name),
-        };
-        let mut started = match runner.start(request).await {
+        let mut started = match runner.start(plan.request).await {
             Ok(s) => s,
-            Err(why) => {
-                let outcome = Outcome::infrastructure("spawn_failed", Some(why));
-                return self.record_end(id, end(&outcome, None)).await;
-            }
+            Err(outcome) => return self.record_end(id, end(&outcome, None)).await,
         };
         let run = started.run;
         if self.attach_run(id, run) {
             runner.stop(run);
         }
         let mut text: HashMap<OutputStream, Utf8Chunks> = HashMap::new();
+        // The per-stream artifacts a client has seen the start of.
+        let mut created: HashSet<OutputStream> = HashSet::new();
         let mut saving = true;
         while let Some(event) = started.events.recv().await {
             match event {
-                ProcessEvent::Output { stream, data } => {
-                    let first = !text.contains_key(&stream);
+                ProcessEvent::Output { stream, seq, data } => {
                     let chunk = text.entry(stream).or_default().push(&data);
                     if !saving || chunk.is_empty() {
                         continue;
                     }
-                    let part = Part::text(chunk);
-                    if let Err(e) = self.output_chunk(id, stream, part, !first, false).await {
+                    let saved = if plan.per_chunk {
+                        let artifact = Artifact {
+                            artifact_id: format!("{id}-{}-{seq}", stream.as_str()),
+                            parts: vec![Part::text(chunk)],
+                            ..output_artifact(id, stream)
+                        };
+                        self.save_chunk(id, artifact, false, true).await
+                    } else {
+                        let append = !created.insert(stream);
+                        self.output_chunk(id, stream, Part::text(chunk), append, false)
+                            .await
+                    };
+                    if let Err(e) = saved {
                         // The task will say so; the run must not go on unrecorded.
                         tracing::error!(task = %id, %run, error = %e, "cannot save task output; stopping the run");
                         saving = false;
@@ -199,24 +250,8 @@ impl TaskEngine {
                 }
                 ProcessEvent::Ended(outcome) => {
                     if saving {
-                        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
-                            let Some(mut rest) = text.remove(&stream) else {
-                                continue;
-                            };
-                            let tail = rest.finish();
-                            let parts = if tail.is_empty() {
-                                vec![]
-                            } else {
-                                vec![Part::text(tail)]
-                            };
-                            let last = Artifact {
-                                parts,
-                                ..output_artifact(id, stream)
-                            };
-                            if let Err(e) = self.save_chunk(id, last, true, true).await {
-                                tracing::error!(task = %id, error = %e, "cannot close a task's output");
-                            }
-                        }
+                        self.close_output(id, &mut text, &created, plan.per_chunk)
+                            .await;
                     }
                     let outcome = if saving {
                         outcome
@@ -230,11 +265,59 @@ impl TaskEngine {
                 }
             }
         }
+        // Never leave it running unwatched.
+        runner.stop(run);
         let lost = Outcome::infrastructure(
             "runner_lost",
             Some("the process runner stopped reporting on the run".into()),
         );
         self.record_end(id, end(&lost, Some(run))).await
+    }
+
+    /// After the process ended: what is left of a torn character, and for
+    /// per-stream artifacts the last chunk (`lastChunk`).
+    async fn close_output(
+        &self,
+        id: TaskId,
+        text: &mut HashMap<OutputStream, Utf8Chunks>,
+        created: &HashSet<OutputStream>,
+        per_chunk: bool,
+    ) {
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let Some(mut rest) = text.remove(&stream) else {
+                continue;
+            };
+            let tail = rest.finish();
+            let saved = if per_chunk {
+                if tail.is_empty() {
+                    continue;
+                }
+                let artifact = Artifact {
+                    artifact_id: format!("{id}-{}-tail", stream.as_str()),
+                    parts: vec![Part::text(tail)],
+                    ..output_artifact(id, stream)
+                };
+                self.save_chunk(id, artifact, false, true).await
+            } else {
+                let started = created.contains(&stream);
+                if !started && tail.is_empty() {
+                    continue;
+                }
+                let parts = if tail.is_empty() {
+                    vec![]
+                } else {
+                    vec![Part::text(tail)]
+                };
+                let last = Artifact {
+                    parts,
+                    ..output_artifact(id, stream)
+                };
+                self.save_chunk(id, last, started, true).await
+            };
+            if let Err(e) = saved {
+                tracing::error!(task = %id, error = %e, "cannot close a task's output");
+            }
+        }
     }
 
     async fn output_chunk(

@@ -2,6 +2,7 @@
 //! instance's runtime, and answers get, list and cancel from the store.
 //! Everything a client is told has been saved first.
 
+mod adapter_run;
 mod command;
 mod conformance;
 mod echo;
@@ -58,6 +59,23 @@ pub struct ListQuery {
     pub include_artifacts: bool,
 }
 
+/// What a send request carries besides its message.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SendContext {
+    /// The extensions the request activated that the instance supports.
+    pub extensions: Vec<String>,
+    /// The request's own metadata (an extension envelope may be there).
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// What works a task: the instance's runtime, or an adapter command the
+/// message asked for.
+#[derive(Debug, Clone)]
+enum Work {
+    Runtime,
+    Adapter(crate::adapter::AdapterCommand),
+}
+
 /// What a send answers with: usually the task, or for a runtime that
 /// answers directly, a message (no task is created then).
 #[derive(Debug, Clone, PartialEq)]
@@ -86,6 +104,17 @@ struct LiveTask {
     /// Turns true when its work is over (its final state is saved or the
     /// attempt to save it has failed).
     done: watch::Receiver<bool>,
+}
+
+/// A message recorded on its task, with the task reserved for its work.
+struct Admitted {
+    /// The task as recorded.
+    task: Task,
+    /// The seq of that record's event.
+    seq: u64,
+    /// The message as stored (with its task and context ids).
+    message: Message,
+    guard: LiveGuard,
 }
 
 /// Removes a task from the live set when its work ends, however it ends.
@@ -146,6 +175,9 @@ fn no_streaming(instance: &Instance) -> A2aError {
 
 /// A runtime's direct answer to `message`, when it gives one.
 fn direct_reply(instance: &Instance, message: &Message) -> Option<Message> {
+    if message.role != Role::User {
+        return None;
+    }
     match instance.runtime {
         Runtime::Conformance => conformance::direct_reply(message),
         _ => None,
@@ -201,10 +233,15 @@ impl TaskEngine {
         self
     }
 
-    /// Marks `id` as worked here until the returned guard drops.
-    fn hold(&self, id: TaskId) -> LiveGuard {
+    /// Marks `id` as worked here until the returned guard drops; `None`
+    /// when it already is (one piece of work per task at a time).
+    fn hold(&self, id: TaskId) -> Option<LiveGuard> {
         let (done, rx) = watch::channel(false);
-        lock(&self.live).insert(
+        let mut live = lock(&self.live);
+        if live.contains_key(&id) {
+            return None;
+        }
+        live.insert(
             id,
             LiveTask {
                 run: None,
@@ -212,11 +249,11 @@ impl TaskEngine {
                 done: rx,
             },
         );
-        LiveGuard {
+        Some(LiveGuard {
             live: Arc::clone(&self.live),
             id,
             done,
-        }
+        })
     }
 
     /// Whether a client asked to cancel `id`.
@@ -280,11 +317,7 @@ impl TaskEngine {
     /// Records `message` as a new task (or as the next message of the live
     /// task it names). Returns the task as recorded, the seq of that event,
     /// and the message as stored (with its task and context ids).
-    async fn admit(
-        &self,
-        instance: &Instance,
-        mut message: Message,
-    ) -> Result<(Task, u64, Message), A2aError> {
+    async fn admit(&self, instance: &Instance, mut message: Message) -> Result<Admitted, A2aError> {
         if message.role != Role::User {
             return Err(A2aError::InvalidParams {
                 field: "message.role".into(),
@@ -303,12 +336,14 @@ impl TaskEngine {
                         task.status.state.as_str()
                     )));
                 }
-                if lock(&self.live).contains_key(&task.id) {
-                    return Err(A2aError::UnsupportedOperation(format!(
+                // Reserved before the message is recorded: two follow-ups
+                // cannot both be admitted.
+                let guard = self.hold(task.id).ok_or_else(|| {
+                    A2aError::UnsupportedOperation(format!(
                         "task {id} is still being worked ({}); wait for it to end or cancel it",
                         task.status.state.as_str()
-                    )));
-                }
+                    ))
+                })?;
                 if message
                     .context_id
                     .as_ref()
@@ -331,10 +366,16 @@ impl TaskEngine {
                     }
                     Err(e) => return Err(store_error(e, &id)),
                 };
-                Ok((task, seq, message))
+                Ok(Admitted {
+                    task,
+                    seq,
+                    message,
+                    guard,
+                })
             }
             None => {
                 let id = TaskId::new();
+                let guard = self.hold(id).ok_or(A2aError::Internal)?;
                 let context_id = message
                     .context_id
                     .clone()
@@ -354,23 +395,45 @@ impl TaskEngine {
                     .create_task(&instance.name, task.clone())
                     .await
                     .map_err(|e| store_error(e, &id.to_string()))?;
-                Ok((task, seq, message))
+                Ok(Admitted {
+                    task,
+                    seq,
+                    message,
+                    guard,
+                })
             }
         }
     }
 
-    fn run_in_background(&self, instance: &Instance, task: &Task, message: Message) {
+    /// Works the admitted task in a task of its own (a client that goes
+    /// away cannot leave it half done); the receiver turns true when the
+    /// work is over.
+    fn run_in_background(
+        &self,
+        instance: &Instance,
+        work: Work,
+        admitted: Admitted,
+    ) -> watch::Receiver<bool> {
         let engine = self.clone();
         let instance = instance.clone();
-        let (task_id, context_id) = (task.id, task.context_id.clone());
-        // Held before the spawn, so a cancel arriving first finds the task.
-        let guard = self.hold(task_id);
+        let Admitted {
+            task,
+            message,
+            guard,
+            ..
+        } = admitted;
+        let (task_id, context_id) = (task.id, task.context_id);
+        let done = guard.done.subscribe();
         tokio::spawn(async move {
-            if let Err(e) = engine.run(&instance, task_id, &context_id, &message).await {
+            if let Err(e) = engine
+                .run(&instance, &work, task_id, &context_id, &message)
+                .await
+            {
                 tracing::error!(task = %task_id, error = ?e, "task run failed");
             }
             drop(guard);
         });
+        done
     }
 
     /// Starts a task for `message` (or continues the one it names) and
@@ -381,26 +444,24 @@ impl TaskEngine {
         instance: &Instance,
         message: Message,
         opts: SendOptions,
+        ctx: &SendContext,
     ) -> Result<Sent, A2aError> {
         if let Some(reply) = direct_reply(instance, &message) {
             return Ok(Sent::Message(reply));
         }
-        let (task, _, message) = self.admit(instance, message).await?;
+        let work = self.plan(instance, &message, ctx).await?;
+        let admitted = self.admit(instance, message).await?;
+        let task = admitted.task.clone();
+        let mut done = self.run_in_background(instance, work, admitted);
         if opts.return_immediately {
-            self.run_in_background(instance, &task, message);
             return Ok(Sent::Task(trim_history(task, opts.history_length)));
         }
-        let guard = self.hold(task.id);
-        let ran = self
-            .run(instance, task.id, &task.context_id, &message)
-            .await;
-        drop(guard);
-        // A run that failed was recorded as a failed task: answer with it
-        // when it can be read, so a client does not retry into a duplicate.
-        match (self.store.get_task(task.id).await, ran) {
-            (Ok((_, done)), _) => Ok(Sent::Task(trim_history(done, opts.history_length))),
-            (Err(_), Err(e)) => Err(e),
-            (Err(e), Ok(())) => Err(store_error(e, &task.id.to_string())),
+        let _ = done.wait_for(|d| *d).await;
+        // A run that failed was recorded as a failed task: answer with it,
+        // so a client does not retry into a duplicate.
+        match self.store.get_task(task.id).await {
+            Ok((_, now)) => Ok(Sent::Task(trim_history(now, opts.history_length))),
+            Err(e) => Err(store_error(e, &task.id.to_string())),
         }
     }
 
@@ -410,6 +471,7 @@ impl TaskEngine {
         &self,
         instance: &Instance,
         message: Message,
+        ctx: &SendContext,
     ) -> Result<Streamed, A2aError> {
         if !instance.streaming {
             return Err(no_streaming(instance));
@@ -417,8 +479,10 @@ impl TaskEngine {
         if let Some(reply) = direct_reply(instance, &message) {
             return Ok(Streamed::Message(reply));
         }
-        let (task, seq, message) = self.admit(instance, message).await?;
-        self.run_in_background(instance, &task, message);
+        let work = self.plan(instance, &message, ctx).await?;
+        let admitted = self.admit(instance, message).await?;
+        let (task, seq) = (admitted.task.clone(), admitted.seq);
+        self.run_in_background(instance, work, admitted);
         Ok(Streamed::Task(task, seq))
     }
 
@@ -467,14 +531,18 @@ impl TaskEngine {
     async fn run(
         &self,
         instance: &Instance,
+        work: &Work,
         id: TaskId,
         context_id: &str,
         input: &Message,
     ) -> Result<(), A2aError> {
-        let result = match &instance.runtime {
-            Runtime::Echo => self.echo(id, context_id, input).await,
-            Runtime::Command(c) => self.command(instance, c, id, context_id, input).await,
-            Runtime::Conformance => self.conformance(id, context_id, input).await,
+        let result = match (work, &instance.runtime) {
+            (Work::Adapter(cmd), _) => self.adapter(instance, cmd, id, context_id, input).await,
+            (Work::Runtime, Runtime::Echo) => self.echo(id, context_id, input).await,
+            (Work::Runtime, Runtime::Command(c)) => {
+                self.command(instance, c, id, context_id, input).await
+            }
+            (Work::Runtime, Runtime::Conformance) => self.conformance(id, context_id, input).await,
         };
         if let Err(e) = &result {
             let why = agent_message(
@@ -513,13 +581,19 @@ impl TaskEngine {
     pub async fn settle_interrupted(&self) -> Result<usize, StoreError> {
         let live = self.store.live_tasks().await?;
         for (id, context_id) in &live {
-            let why = agent_message(
+            let mut why = agent_message(
                 *id,
                 context_id,
                 vec![Part::text(
                     "the server stopped while this task was in flight; its work was lost",
                 )],
             );
+            let failure =
+                serde_json::json!({ "kind": "infrastructure", "reason": "server_restart" });
+            why.metadata = Some(serde_json::Map::from_iter([(
+                "failure".to_owned(),
+                failure,
+            )]));
             match self
                 .store
                 .set_task_status(*id, status(TaskState::Failed, Some(why)))
@@ -558,6 +632,15 @@ impl TaskEngine {
                 task.status.state.as_str()
             )));
         }
+        self.store
+            .audit(
+                &format!("a2a:{}", instance.name),
+                "task.cancel",
+                id,
+                serde_json::json!({}),
+            )
+            .await
+            .map_err(|e| store_error(e, id))?;
         let working = {
             let mut live = lock(&self.live);
             live.get_mut(&task.id).map(|l| {

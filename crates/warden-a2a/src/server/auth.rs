@@ -38,9 +38,11 @@ impl ClientToken {
     /// `None` when `headers` carry the token (or none is needed), else the 401.
     pub fn check(&self, headers: &HeaderMap) -> Option<Response> {
         let want = self.0.as_ref()?;
-        let presented = headers
-            .get(AUTHORIZATION)
-            .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        // The scheme name is case-insensitive (RFC 7235); the token is not.
+        let presented = headers.get(AUTHORIZATION).and_then(|v| {
+            let v = v.as_bytes();
+            (v.len() > 7 && v[..7].eq_ignore_ascii_case(b"bearer ")).then(|| &v[7..])
+        });
         if presented.is_some_and(|got| want.len() == got.len() && bool::from(want.ct_eq(got))) {
             return None;
         }

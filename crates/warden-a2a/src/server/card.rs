@@ -68,6 +68,11 @@ pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVers
 static SERVED_SINCE: std::sync::LazyLock<std::time::SystemTime> =
     std::sync::LazyLock::new(std::time::SystemTime::now);
 
+/// Fixes the cards' `Last-Modified` to now, when the server starts serving.
+pub fn mark_served() {
+    std::sync::LazyLock::force(&SERVED_SINCE);
+}
+
 /// What the instance's runtime does, as a skill.
 fn skill(instance: &Instance) -> Value {
     match &instance.runtime {

@@ -49,6 +49,7 @@ pub const MAX_STREAMS: usize = 256;
 
 /// The A2A routes of every instance.
 pub fn router(state: A2aState) -> Router {
+    card::mark_served();
     Router::new()
         .route("/.well-known/agent-card.json", get(default_card))
         .route(

@@ -30,9 +30,7 @@ pub fn invalid(e: crate::WireError, prefix: &str) -> A2aError {
 
 /// A 1.0 `SendMessageRequest`: the validated message and its configuration.
 /// Push configuration is refused, since push is not supported.
-pub fn v1_send(
-    req: v1::SendMessageRequest,
-) -> Result<(Message, v1::SendMessageConfiguration), A2aError> {
+pub fn v1_send(req: v1::SendMessageRequest) -> Result<V1Send, A2aError> {
     let config = req.configuration.unwrap_or_default();
     if config.task_push_notification_config.is_some() {
         return Err(A2aError::PushNotificationNotSupported);
@@ -45,7 +43,32 @@ pub fn v1_send(
         })?
         .try_into()
         .map_err(|e| invalid(e, "message"))?;
-    Ok((message, config))
+    Ok(V1Send {
+        message,
+        config,
+        metadata: req.metadata,
+    })
+}
+
+/// A parsed 1.0 `SendMessageRequest`.
+pub struct V1Send {
+    pub message: Message,
+    pub config: v1::SendMessageConfiguration,
+    /// The request's own metadata.
+    pub metadata: Option<serde_json::Map<String, serde_json::Value>>,
+}
+
+/// The send context of a request: the extensions it activated that
+/// `instance` supports, and the request's metadata.
+pub fn send_context(
+    extensions: &super::extensions::Requested,
+    instance: &crate::instance::Instance,
+    metadata: Option<serde_json::Map<String, serde_json::Value>>,
+) -> crate::engine::SendContext {
+    crate::engine::SendContext {
+        extensions: extensions.active(instance),
+        metadata,
+    }
 }
 
 /// `ListTasks` parameters as either binding carries them (JSON-RPC params,

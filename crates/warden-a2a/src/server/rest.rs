@@ -104,11 +104,19 @@ fn int<T: std::str::FromStr>(
 }
 
 /// The body of `message:send` / `message:stream`: the message and how to answer.
-fn send_request(
-    bytes: &[u8],
-    rest03: bool,
-) -> Result<(warden_core::Message, SendOptions), A2aError> {
-    let (message, config) = params::v1_send(body(bytes, rest03)?)?;
+/// A parsed send: the message, how to answer, the request's metadata.
+type SendRequest = (
+    warden_core::Message,
+    SendOptions,
+    Option<serde_json::Map<String, Value>>,
+);
+
+fn send_request(bytes: &[u8], rest03: bool) -> Result<SendRequest, A2aError> {
+    let params::V1Send {
+        message,
+        config,
+        metadata,
+    } = params::v1_send(body(bytes, rest03)?)?;
     let history_length = params::history_length(
         config.history_length.map(i64::from),
         "configuration.historyLength",
@@ -119,6 +127,7 @@ fn send_request(
             history_length,
             return_immediately: config.return_immediately,
         },
+        metadata,
     ))
 }
 
@@ -167,9 +176,10 @@ pub async fn handle(
     let card_path = if rest03 { "card" } else { "extendedAgentCard" };
     let result: Result<Value, A2aError> = match (method.as_str(), path) {
         ("POST", "message:send") => match send_request(bytes, rest03) {
-            Ok((message, opts)) => {
+            Ok((message, opts, metadata)) => {
+                let ctx = params::send_context(extensions, instance, metadata);
                 engine
-                    .send(instance, message, opts)
+                    .send(instance, message, opts, &ctx)
                     .await
                     .map(|sent| match sent {
                         Sent::Task(t) => json!({ "task": task(&t) }),
@@ -186,11 +196,12 @@ pub async fn handle(
             Err(e) => Err(e),
         },
         ("POST", "message:stream") => {
-            let (message, opts) = match send_request(bytes, rest03) {
+            let (message, opts, metadata) = match send_request(bytes, rest03) {
                 Ok(parsed) => parsed,
                 Err(e) => return fail(&e),
             };
-            return match engine.send_streaming(instance, message).await {
+            let ctx = params::send_context(extensions, instance, metadata);
+            return match engine.send_streaming(instance, message, &ctx).await {
                 // historyLength applies to the task the stream starts with.
                 Ok(Streamed::Task(task, seq)) => {
                     let first = trim_history(task.clone(), opts.history_length);

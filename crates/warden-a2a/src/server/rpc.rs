@@ -13,7 +13,7 @@ use warden_core::{Message, Task};
 
 use super::A2aState;
 use super::extensions::Requested;
-use super::params::{ListParams, history_length, invalid, list_response, v1_send};
+use super::params::{ListParams, history_length, invalid, list_response, send_context, v1_send};
 use super::stream::{self, Framing};
 use crate::ProtocolVersion;
 use crate::engine::{SendOptions, Sent, Streamed, trim_history};
@@ -66,7 +66,7 @@ pub async fn handle(
     match (version, req.method.as_str()) {
         (ProtocolVersion::V1_0, "SendStreamingMessage")
         | (ProtocolVersion::V0_3, "message/stream") => {
-            return match stream_send(state, instance, &req, version).await {
+            return match stream_send(state, instance, extensions, &req, version).await {
                 Ok(Streamed::Task(task, seq)) => {
                     stream::respond(state, Some(task.clone()), &task, seq, framing)
                 }
@@ -84,8 +84,8 @@ pub async fn handle(
         _ => {}
     }
     let result = match version {
-        ProtocolVersion::V1_0 => v1_method(state, instance, &req).await,
-        ProtocolVersion::V0_3 => v03_method(state, instance, &req).await,
+        ProtocolVersion::V1_0 => v1_method(state, instance, extensions, &req).await,
+        ProtocolVersion::V0_3 => v03_method(state, instance, extensions, &req).await,
     };
     match result {
         Ok(v) => reply(jsonrpc::result(&id, v)),
@@ -97,13 +97,18 @@ pub async fn handle(
 async fn stream_send(
     state: &A2aState,
     instance: &Instance,
+    extensions: &Requested,
     req: &Request,
     version: ProtocolVersion,
 ) -> Result<Streamed, A2aError> {
-    let (message, history): (Message, Option<i64>) = match version {
+    let (message, history, metadata) = match version {
         ProtocolVersion::V1_0 => {
-            let (message, config) = v1_send(params(req)?)?;
-            (message, config.history_length.map(i64::from))
+            let s = v1_send(params(req)?)?;
+            (
+                s.message,
+                s.config.history_length.map(i64::from),
+                s.metadata,
+            )
         }
         ProtocolVersion::V0_3 => {
             let p: SendParams03 = params(req)?;
@@ -111,16 +116,15 @@ async fn stream_send(
             if config.push_notification_config.is_some() {
                 return Err(A2aError::PushNotificationNotSupported);
             }
-            (
-                p.message.try_into().map_err(|e| invalid(e, "message"))?,
-                config.history_length,
-            )
+            let message: Message = p.message.try_into().map_err(|e| invalid(e, "message"))?;
+            (message, config.history_length, p.metadata)
         }
     };
     let history = history_length(history, "historyLength")?;
+    let ctx = send_context(extensions, instance, metadata);
     // historyLength applies to the task the stream starts with.
     Ok(
-        match state.engine.send_streaming(instance, message).await? {
+        match state.engine.send_streaming(instance, message, &ctx).await? {
             Streamed::Task(task, seq) => Streamed::Task(trim_history(task, history), seq),
             direct => direct,
         },
@@ -180,20 +184,22 @@ struct IdParams {
 async fn v1_method(
     state: &A2aState,
     instance: &Instance,
+    extensions: &Requested,
     req: &Request,
 ) -> Result<Value, A2aError> {
     let engine = &state.engine;
     match req.method.as_str() {
         "SendMessage" => {
-            let (message, config) = v1_send(params(req)?)?;
+            let s = v1_send(params(req)?)?;
             let opts = SendOptions {
                 history_length: history_length(
-                    config.history_length.map(i64::from),
+                    s.config.history_length.map(i64::from),
                     "historyLength",
                 )?,
-                return_immediately: config.return_immediately,
+                return_immediately: s.config.return_immediately,
             };
-            Ok(match engine.send(instance, message, opts).await? {
+            let ctx = send_context(extensions, instance, s.metadata);
+            Ok(match engine.send(instance, s.message, opts, &ctx).await? {
                 Sent::Task(task) => json!({ "task": task_v1(&task) }),
                 Sent::Message(m) => json!({ "message": v1::Message::from(&m) }),
             })
@@ -236,6 +242,8 @@ struct SendParams03 {
     message: v03::Message,
     #[serde(default)]
     configuration: Option<SendConfig03>,
+    #[serde(default)]
+    metadata: Option<serde_json::Map<String, Value>>,
 }
 
 #[derive(Deserialize, Default)]
@@ -252,6 +260,7 @@ struct SendConfig03 {
 async fn v03_method(
     state: &A2aState,
     instance: &Instance,
+    extensions: &Requested,
     req: &Request,
 ) -> Result<Value, A2aError> {
     let engine = &state.engine;
@@ -267,7 +276,8 @@ async fn v03_method(
                 history_length: history_length(config.history_length, "historyLength")?,
                 return_immediately: config.blocking == Some(false),
             };
-            Ok(match engine.send(instance, message, opts).await? {
+            let ctx = send_context(extensions, instance, p.metadata);
+            Ok(match engine.send(instance, message, opts, &ctx).await? {
                 Sent::Task(task) => task_v03(&task),
                 Sent::Message(m) => json!(v03::Message::from(&m)),
             })

@@ -151,9 +151,7 @@ pub fn run(o: Options) -> anyhow::Result<()> {
         println!();
         process_instance(warden, &o)?;
     }
-    for p in peers {
-        p.stop();
-    }
+    drop(peers);
     Ok(())
 }
 

@@ -166,9 +166,12 @@ impl Peer {
             .or_else(|| v["result"]["totalSize"].as_u64())
             .with_context(|| format!("ListTasks answered {answer}"))
     }
+}
 
-    /// SIGTERM (warden shuts down as in service), then waits for it.
-    pub fn stop(mut self) {
+/// SIGTERM (warden shuts down as in service), then waits: no server is left
+/// running, whichever way the benchmark ends.
+impl Drop for Peer {
+    fn drop(&mut self) {
         if let Ok(pid) = i32::try_from(self.child.id()) {
             let _ = nix::sys::signal::kill(
                 nix::unistd::Pid::from_raw(pid),

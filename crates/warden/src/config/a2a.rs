@@ -71,6 +71,9 @@ pub struct InstanceConfig {
     pub max_output_bytes: Option<u64>,
     /// For `conformance`: `full` (default), `minimal` or `required-extension`.
     pub card_profile: Option<CardProfile>,
+    /// Where adapter commands (`adapter-command/v1`) run [default: the
+    /// server's workspace]. Conformance instances take none.
+    pub workspace: Option<PathBuf>,
 }
 
 impl InstanceConfig {
@@ -153,13 +156,28 @@ impl InstanceConfig {
             }],
             _ => vec![],
         };
-        Ok(Instance {
+        let mut instance = Instance {
             name: name.clone(),
             description,
             runtime,
             extensions,
             streaming: profile != CardProfile::Minimal,
-        })
+            workspace: None,
+        };
+        if self.runtime == RuntimeKind::Conformance {
+            if self.workspace.is_some() {
+                bail!("a2a instance {name:?}: a conformance instance takes no workspace");
+            }
+        } else {
+            let ws = match &self.workspace {
+                Some(d) => d
+                    .canonicalize()
+                    .with_context(|| format!("a2a instance {name:?}: workspace {}", d.display()))?,
+                None => workspace.to_owned(),
+            };
+            instance.set_workspace(ws);
+        }
+        Ok(instance)
     }
 }
 
@@ -171,6 +189,6 @@ impl A2aConfig {
             .iter()
             .map(|i| i.to_instance(runs, workspace))
             .collect::<anyhow::Result<Vec<_>>>()?;
-        Ok(Instances::new(list)?)
+        Ok(Instances::new(list, Some(workspace.to_owned()))?)
     }
 }

@@ -199,7 +199,17 @@ impl ServeConfig {
                  or listen on a loopback address"
             );
         }
-        let workspace = std::env::current_dir().context("cannot read the current directory")?;
+        let workspace = match &args.workspace {
+            Some(d) => d
+                .canonicalize()
+                .with_context(|| format!("--workspace {}", d.display()))?,
+            None => std::env::current_dir()
+                .and_then(|d| d.canonicalize())
+                .context("cannot read the current directory")?,
+        };
+        if !workspace.is_dir() {
+            bail!("the workspace {} is not a directory", workspace.display());
+        }
         let instances = file.a2a.instances(&file.runs, &workspace)?;
         Ok(Self {
             listen,

@@ -1,6 +1,7 @@
 //! The HTTP surface: routers per area, assembled with shared state.
 
 mod api_error;
+mod audit_api;
 mod auth;
 mod health;
 mod json;
@@ -44,10 +45,12 @@ pub const MAX_EVENT_STREAMS: usize = 256;
 /// The whole HTTP surface. `token` protects `/api/v1/*` when set; `a2a` is
 /// the agents' own surface (cards and JSON-RPC), open as A2A expects.
 pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
-    let api = runs_api::router(state.clone()).layer(axum::middleware::from_fn_with_state(
-        auth::OperatorAuth::new(token),
-        auth::require_operator,
-    ));
+    let api = runs_api::router(state.clone())
+        .merge(audit_api::router(state.clone()))
+        .layer(axum::middleware::from_fn_with_state(
+            auth::OperatorAuth::new(token),
+            auth::require_operator,
+        ));
     Router::new()
         .merge(health::router(state))
         .merge(api)

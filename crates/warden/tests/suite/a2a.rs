@@ -49,9 +49,21 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
         card.get("url").is_none() && card.get("protocolVersion").is_none(),
         "{card}"
     );
+    assert_eq!(card["capabilities"]["streaming"], true);
+    assert_eq!(card["capabilities"]["pushNotifications"], false);
+    // The default instance takes adapter commands in the server's workspace.
+    let uris: Vec<&str> = card["capabilities"]["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["uri"].as_str().unwrap())
+        .collect();
     assert_eq!(
-        card["capabilities"],
-        json!({"streaming": true, "pushNotifications": false})
+        uris,
+        [
+            "https://agentic-sandbox.aiwg.io/extensions/adapter-command/v1",
+            "https://agentic-sandbox.aiwg.io/extensions/hitl-prompt/v1"
+        ]
     );
     let url = format!("{}/", server.base);
     assert_eq!(

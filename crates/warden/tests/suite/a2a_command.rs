@@ -336,22 +336,33 @@ async fn a2a_token_guards_every_route_but_the_card() {
         "Bearer"
     );
     assert_eq!(card["security"], json!([{"bearer": []}]));
-    let open = server
-        .client
-        .post(server.url("/"))
-        .json(&send(1, "SendMessage", "x"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(open.status(), 401);
-    assert_eq!(open.headers()["www-authenticate"], "Bearer");
+    let wrong_token = format!("Bearer {TOKEN}x");
+    for (path, auth) in [
+        ("/", None),
+        ("/", Some(wrong_token.as_str())),
+        ("/agents/default/", Some("Basic eDp5")),
+        ("/v1/message:send", None),
+        ("/message:send", Some(wrong_token.as_str())),
+    ] {
+        let mut req = server
+            .client
+            .post(server.url(path))
+            .json(&send(1, "SendMessage", "x"));
+        if let Some(a) = auth {
+            req = req.header("Authorization", a);
+        }
+        let refused = req.send().await.unwrap();
+        assert_eq!(refused.status(), 401, "{path} {auth:?}");
+        assert_eq!(refused.headers()["www-authenticate"], "Bearer");
+    }
     let (status, _) = server.get("/tasks").await;
     assert_eq!(status, 401);
+    // The scheme name is case-insensitive; the token is not.
     let ok = server
         .client
         .post(server.url("/"))
         .header("A2A-Version", "1.0")
-        .bearer_auth(TOKEN)
+        .header("Authorization", format!("bearer {TOKEN}"))
         .json(&send(2, "SendMessage", "x"))
         .send()
         .await
@@ -382,25 +393,43 @@ fn instance_config_mistakes_stop_the_server_with_the_reason() {
         ("[[a2a.instances]]\nname = \"A B\"\n", "instance name"),
     ] {
         write_config(dir.path(), toml);
-        let out = warden(dir.path())
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .env("WARDEN_HOME", dir.path().join(".warden"))
-            .output()
-            .unwrap();
-        let err = String::from_utf8_lossy(&out.stderr);
-        assert!(!out.status.success() && err.contains(says), "{toml}: {err}");
+        let mut cmd = warden(dir.path());
+        cmd.args(["serve", "--listen", "127.0.0.1:0"])
+            .env("WARDEN_HOME", dir.path().join(".warden"));
+        let (ok, err) = refused_start(cmd);
+        assert!(!ok && err.contains(says), "{toml}: {err}");
     }
     // Beyond loopback the A2A surface needs a token, not just the operator's.
     write_config(dir.path(), "");
-    let out = warden(dir.path())
-        .args(["serve", "--listen", "0.0.0.0:0"])
+    let mut cmd = warden(dir.path());
+    cmd.args(["serve", "--listen", "0.0.0.0:0"])
         .env("WARDEN_HOME", dir.path().join(".warden"))
-        .env("WARDEN_OPERATOR_TOKEN", TOKEN)
-        .output()
+        .env("WARDEN_OPERATOR_TOKEN", TOKEN);
+    let (ok, err) = refused_start(cmd);
+    assert!(!ok && err.contains("WARDEN_A2A_TOKEN"), "{err}");
+}
+
+/// Runs a `warden serve` that should refuse to start; one that starts
+/// anyway is killed after 20 s and the test fails rather than hangs.
+fn refused_start(mut cmd: Command) -> (bool, String) {
+    let mut child = cmd
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
         .unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success() && err.contains("WARDEN_A2A_TOKEN"),
-        "{err}"
-    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("warden serve started although its configuration is invalid");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let mut err = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
+    (status.success(), err)
 }

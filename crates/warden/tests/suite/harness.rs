@@ -161,7 +161,8 @@ pub struct Sse {
     body: std::pin::Pin<
         Box<dyn futures_util::Stream<Item = reqwest::Result<axum::body::Bytes>> + Send>,
     >,
-    buf: String,
+    /// Bytes: a character may be split across chunks.
+    buf: Vec<u8>,
 }
 
 impl Sse {
@@ -169,7 +170,7 @@ impl Sse {
         assert_eq!(resp.headers()["content-type"], "text/event-stream");
         Self {
             body: Box::pin(resp.bytes_stream()),
-            buf: String::new(),
+            buf: Vec::new(),
         }
     }
 
@@ -179,8 +180,9 @@ impl Sse {
         use futures_util::StreamExt;
         let read = async {
             loop {
-                while let Some(end) = self.buf.find("\n\n") {
-                    let block: String = self.buf.drain(..end + 2).collect();
+                while let Some(end) = self.buf.windows(2).position(|w| w == b"\n\n") {
+                    let bytes: Vec<u8> = self.buf.drain(..end + 2).collect();
+                    let block = String::from_utf8(bytes).unwrap();
                     let id = block.lines().find_map(|l| l.strip_prefix("id: "));
                     let data: String = block
                         .lines()
@@ -191,7 +193,7 @@ impl Sse {
                     }
                 }
                 let chunk = self.body.next().await?.unwrap();
-                self.buf.push_str(std::str::from_utf8(&chunk).unwrap());
+                self.buf.extend_from_slice(&chunk);
             }
         };
         tokio::time::timeout(Duration::from_secs(20), read)
