@@ -2,6 +2,7 @@ mod a2a;
 mod a2a_command;
 mod a2a_conformance;
 mod a2a_rest03;
+mod adapter;
 mod api;
 mod cli;
 mod harness;
