@@ -26,6 +26,10 @@ pub struct ProcessRequest {
     pub max_output: u64,
     /// Who asked, for the audit log.
     pub actor: String,
+    /// Run it on a pseudo-terminal (output all arrives as stdout).
+    pub pty: bool,
+    /// Keep its stdin open for [`ProcessRunner::write_stdin`].
+    pub stdin: bool,
 }
 
 /// A process that was recorded and spawned (or recorded as unspawnable:
@@ -51,4 +55,8 @@ pub trait ProcessRunner: Send + Sync + 'static {
     /// Asks run `run` to stop (SIGTERM to its group, SIGKILL after the
     /// grace period); its end arrives as [`ProcessEvent::Ended`].
     fn stop(&self, run: RunId);
+
+    /// Writes `data` to the stdin of live run `run` (started with `stdin`).
+    /// `Err` says why it did not get there.
+    fn write_stdin(&self, run: RunId, data: Vec<u8>) -> BoxFuture<'_, Result<(), String>>;
 }

@@ -6,6 +6,7 @@ pub mod error;
 pub mod id;
 pub mod outcome;
 pub mod process;
+pub mod prompt;
 pub mod run;
 pub mod task;
 pub mod time;
@@ -14,6 +15,7 @@ pub use error::CoreError;
 pub use id::RunId;
 pub use outcome::{FailureKind, Outcome};
 pub use process::{OutputStream, ProcessEvent};
+pub use prompt::{LastLine, PromptWatch};
 pub use run::{RunLimits, RunRecord, RunSpec, RunState, StdinMode, Terminal};
 pub use task::{
     Artifact, Message, Part, PartContent, Role, Task, TaskEvent, TaskId, TaskState, TaskStatus,

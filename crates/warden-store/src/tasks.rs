@@ -353,6 +353,30 @@ impl Store {
         .await
     }
 
+    /// Tasks paused for input (any instance), with their context ids and
+    /// statuses: at start-up, those paused on a live process's prompt have
+    /// lost it.
+    pub async fn paused_tasks(&self) -> Result<Vec<(TaskId, String, TaskStatus)>, StoreError> {
+        self.read(|c| {
+            c.prepare_cached(
+                "SELECT id, context_id, status FROM tasks WHERE state = 'input_required' ORDER BY id",
+            )?
+            .query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?
+            .map(|row| {
+                let (id, ctx, status) = row?;
+                Ok((id.parse()?, ctx, serde_json::from_str(&status)?))
+            })
+            .collect()
+        })
+        .await
+    }
+
     /// Tasks being worked (submitted or working, any instance), with their
     /// context ids. At start-up these are tasks a previous server left in
     /// flight. Tasks waiting for the client (input or auth required) are

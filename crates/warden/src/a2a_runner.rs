@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use warden_a2a::process::{BoxFuture, ProcessRequest, ProcessRunner, Started};
-use warden_core::{Outcome, RunId, RunSpec};
+use warden_core::{Outcome, RunId, RunSpec, StdinMode, Terminal};
 
 use crate::runs::{RunError, RunService};
 
@@ -49,6 +49,12 @@ impl ProcessRunner for ServiceRunner {
                 request.max_output,
             );
             spec.env = request.env;
+            if request.pty {
+                spec.terminal = Terminal::Pty;
+            }
+            if request.stdin {
+                spec.stdin = StdinMode::Open;
+            }
             let (run, events) = self
                 .0
                 .start_observed(spec, &request.actor)
@@ -63,5 +69,14 @@ impl ProcessRunner for ServiceRunner {
 
     fn stop(&self, run: RunId) {
         self.0.stop(run);
+    }
+
+    fn write_stdin(&self, run: RunId, data: Vec<u8>) -> BoxFuture<'_, Result<(), String>> {
+        Box::pin(async move {
+            self.0
+                .write_stdin(run, &data)
+                .await
+                .map_err(|e| e.to_string())
+        })
     }
 }

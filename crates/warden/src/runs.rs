@@ -12,7 +12,7 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use warden_core::{
     CoreError, Outcome, ProcessEvent, RunId, RunLimits, RunRecord, RunSpec, RunState,
 };
-use warden_exec::{Canceller, RunEvent, RunHandle, SpawnError, Supervisor};
+use warden_exec::{Canceller, RunEvent, RunHandle, SpawnError, StdinHandle, Supervisor};
 use warden_store::{Store, StoreError};
 
 /// Why a request to start or cancel a run was refused.
@@ -42,6 +42,12 @@ pub enum RunError {
     /// The task starting the run failed.
     #[error("internal error starting the run")]
     Internal,
+    /// The run was started without a writable stdin.
+    #[error("run {0} has no writable stdin")]
+    NoStdin(RunId),
+    /// Writing to the run's stdin failed: the input did not reach it.
+    #[error("cannot write to the stdin of run {0}: {1}")]
+    StdinFailed(RunId, String),
 }
 
 /// Why the service, not the program, ended a run.
@@ -56,6 +62,8 @@ struct Live {
     canceller: Canceller,
     stop: Option<Stop>,
     done: watch::Receiver<bool>,
+    /// The writable end of its stdin, for runs started with one.
+    stdin: Option<Arc<tokio::sync::Mutex<StdinHandle>>>,
 }
 
 /// Live runs and whether new ones may start, under one lock so a start and
@@ -177,13 +185,17 @@ impl RunService {
                 ))
             } else {
                 match self.supervisor.spawn(&id.to_string(), &spec) {
-                    Ok(handle) => {
+                    Ok(mut handle) => {
+                        let stdin = handle
+                            .take_stdin()
+                            .map(|s| Arc::new(tokio::sync::Mutex::new(s)));
                         live.runs.insert(
                             id,
                             Live {
                                 canceller: handle.canceller(),
                                 stop: None,
                                 done,
+                                stdin,
                             },
                         );
                         Ok(handle)
@@ -336,6 +348,20 @@ impl RunService {
             )
         };
         let _ = tx.send(ProcessEvent::Ended(told)).await;
+    }
+
+    /// Writes `bytes` to a live run's stdin (a pipe or its terminal).
+    pub async fn write_stdin(&self, id: RunId, bytes: &[u8]) -> Result<(), RunError> {
+        let stdin = match self.live().runs.get(&id) {
+            Some(l) => l.stdin.clone().ok_or(RunError::NoStdin(id))?,
+            None => return Err(RunError::NotLive(id)),
+        };
+        stdin
+            .lock()
+            .await
+            .write_all(bytes)
+            .await
+            .map_err(|e| RunError::StdinFailed(id, e.to_string()))
     }
 
     /// Asks a live run to stop without waiting; its outcome says `cancelled`

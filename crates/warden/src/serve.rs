@@ -46,6 +46,10 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         config.runs.max_live_runs,
     );
     let shutdown = CancellationToken::new();
+    let engine = warden_a2a::engine::TaskEngine::new(store.clone()).with_runner(
+        Arc::new(crate::a2a_runner::ServiceRunner(Arc::clone(&runs))),
+        runs.grace(),
+    );
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),
@@ -53,11 +57,8 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         defaults: Arc::new(config.runs.clone()),
         workspace: config.workspace.clone(),
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
+        engine: engine.clone(),
     };
-    let engine = warden_a2a::engine::TaskEngine::new(store.clone()).with_runner(
-        Arc::new(crate::a2a_runner::ServiceRunner(Arc::clone(&runs))),
-        runs.grace(),
-    );
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {
         tracing::warn!(

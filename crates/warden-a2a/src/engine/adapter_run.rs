@@ -6,7 +6,7 @@
 use serde_json::json;
 use warden_core::{Message, TaskId, Timestamp};
 
-use super::command::ProcessPlan;
+use super::command::{ProcessPlan, PromptSetup};
 use super::{SendContext, TaskEngine, Work};
 use crate::adapter::{self, ADAPTER, ADAPTER_URI, AdapterCommand, HITL_URI, Refusal};
 use crate::instance::Instance;
@@ -108,8 +108,15 @@ impl TaskEngine {
                 timeout: cmd.timeout,
                 max_output: ADAPTER_MAX_OUTPUT,
                 actor: format!("a2a:{}", instance.name),
+                // Prompts are answered on the terminal the command runs on.
+                pty: cmd.text_line,
+                stdin: cmd.text_line,
             },
             per_chunk: true,
+            prompts: cmd.text_line.then(|| PromptSetup {
+                instance: instance.name.clone(),
+                deadline,
+            }),
         };
         self.run_process(plan, id, context_id).await
     }

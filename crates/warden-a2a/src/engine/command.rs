@@ -14,6 +14,7 @@ use super::{TaskEngine, agent_message, status};
 use crate::instance::{CommandRuntime, Instance};
 use crate::jsonrpc::A2aError;
 use crate::process::{OutputStream, ProcessEvent, ProcessRequest};
+use warden_core::{LastLine, PromptWatch, Timestamp};
 
 /// The user's text: its text parts, one per line.
 pub(super) fn message_text(message: &Message) -> String {
@@ -142,6 +143,14 @@ pub(super) struct ProcessPlan {
     /// One artifact per chunk (`{task}-{stream}-{seq}`, adapter commands)
     /// instead of one per stream that chunks append to (`{task}-{stream}`).
     pub per_chunk: bool,
+    /// Watch the output for prompts a client may answer (`hitl-prompt/v1`).
+    pub prompts: Option<PromptSetup>,
+}
+
+/// What a raised prompt says about where it came from.
+pub(super) struct PromptSetup {
+    pub instance: String,
+    pub deadline: Timestamp,
 }
 
 impl TaskEngine {
@@ -166,8 +175,11 @@ impl TaskEngine {
                 timeout: spec.timeout,
                 max_output: spec.max_output,
                 actor: format!("a2a:{}", instance.name),
+                pty: false,
+                stdin: false,
             },
             per_chunk: false,
+            prompts: None,
         };
         self.run_process(plan, id, context_id).await
     }
@@ -222,9 +234,11 @@ impl TaskEngine {
         // The per-stream artifacts a client has seen the start of.
         let mut created: HashSet<OutputStream> = HashSet::new();
         let mut saving = true;
+        let mut watch = plan.prompts.as_ref().map(|_| PromptWatch::default());
         while let Some(event) = started.events.recv().await {
             match event {
                 ProcessEvent::Output { stream, seq, data } => {
+                    let last_line = watch.as_mut().map(|w| w.push(&data));
                     let chunk = text.entry(stream).or_default().push(&data);
                     if !saving || chunk.is_empty() {
                         continue;
@@ -246,9 +260,38 @@ impl TaskEngine {
                         tracing::error!(task = %id, %run, error = %e, "cannot save task output; stopping the run");
                         saving = false;
                         runner.stop(run);
+                        continue;
+                    }
+                    if let (Some(line), Some(setup)) = (last_line, &plan.prompts) {
+                        let asked = match line {
+                            LastLine::Prompt(p) if !self.prompt_waiting(id) => {
+                                self.raise_prompt(
+                                    &setup.instance,
+                                    run,
+                                    id,
+                                    context_id,
+                                    p,
+                                    setup.deadline,
+                                )
+                                .await
+                            }
+                            LastLine::Prompt(_) => Ok(()),
+                            LastLine::Restricted(p) => {
+                                tracing::info!(task = %id, prompt = %p, "a prompt for a secret is not offered to text-line answers");
+                                self.withdraw_prompt(id, true).await
+                            }
+                            LastLine::Output => self.withdraw_prompt(id, true).await,
+                        };
+                        if let Err(e) = asked {
+                            tracing::error!(task = %id, error = %e, "cannot record a prompt; stopping the run");
+                            saving = false;
+                            runner.stop(run);
+                        }
                     }
                 }
                 ProcessEvent::Ended(outcome) => {
+                    // Its process is gone: nothing can answer its prompt now.
+                    let _ = self.withdraw_prompt(id, false).await;
                     if saving {
                         self.close_output(id, &mut text, &created, plan.per_chunk)
                             .await;

@@ -6,6 +6,9 @@ mod adapter_run;
 mod command;
 mod conformance;
 mod echo;
+mod prompts;
+
+pub use prompts::{AnswerError, PendingPrompt};
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -101,9 +104,26 @@ struct LiveTask {
     run: Option<RunId>,
     /// Turns true when a client asks to cancel it.
     cancel: watch::Sender<bool>,
+    /// Bumped each time its work pauses for the client (input required).
+    interrupted: watch::Sender<u64>,
     /// Turns true when its work is over (its final state is saved or the
     /// attempt to save it has failed).
     done: watch::Receiver<bool>,
+}
+
+/// Watches one task's work.
+struct WorkWatch {
+    done: watch::Receiver<bool>,
+    interrupted: watch::Receiver<u64>,
+}
+
+impl WorkWatch {
+    async fn paused_or_over(&mut self) {
+        tokio::select! {
+            _ = self.done.wait_for(|d| *d) => {}
+            _ = self.interrupted.changed() => {}
+        }
+    }
 }
 
 /// A message recorded on its task, with the task reserved for its work.
@@ -147,6 +167,8 @@ pub struct TaskEngine {
     /// The runner's SIGTERM → SIGKILL grace period.
     grace: Duration,
     live: Arc<Mutex<HashMap<TaskId, LiveTask>>>,
+    /// Prompts waiting for an answer, by task.
+    prompts: Arc<Mutex<HashMap<TaskId, PendingPrompt>>>,
 }
 
 impl std::fmt::Debug for TaskEngine {
@@ -222,6 +244,7 @@ impl TaskEngine {
             runner: None,
             grace: Duration::ZERO,
             live: Arc::default(),
+            prompts: Arc::default(),
         }
     }
 
@@ -246,6 +269,7 @@ impl TaskEngine {
             LiveTask {
                 run: None,
                 cancel: watch::Sender::new(false),
+                interrupted: watch::Sender::new(0),
                 done: rx,
             },
         );
@@ -408,12 +432,7 @@ impl TaskEngine {
     /// Works the admitted task in a task of its own (a client that goes
     /// away cannot leave it half done); the receiver turns true when the
     /// work is over.
-    fn run_in_background(
-        &self,
-        instance: &Instance,
-        work: Work,
-        admitted: Admitted,
-    ) -> watch::Receiver<bool> {
+    fn run_in_background(&self, instance: &Instance, work: Work, admitted: Admitted) {
         let engine = self.clone();
         let instance = instance.clone();
         let Admitted {
@@ -423,7 +442,6 @@ impl TaskEngine {
             ..
         } = admitted;
         let (task_id, context_id) = (task.id, task.context_id);
-        let done = guard.done.subscribe();
         tokio::spawn(async move {
             if let Err(e) = engine
                 .run(&instance, &work, task_id, &context_id, &message)
@@ -433,7 +451,40 @@ impl TaskEngine {
             }
             drop(guard);
         });
-        done
+    }
+
+    /// Watches the work on `id` (if any): over, or paused for the client.
+    fn watch_work(&self, id: TaskId) -> Option<WorkWatch> {
+        lock(&self.live).get(&id).map(|l| WorkWatch {
+            done: l.done.clone(),
+            interrupted: l.interrupted.subscribe(),
+        })
+    }
+
+    /// Tells those waiting on `id` that its work paused for the client.
+    fn interrupt(&self, id: TaskId) {
+        if let Some(l) = lock(&self.live).get(&id) {
+            l.interrupted.send_modify(|n| *n += 1);
+        }
+    }
+
+    /// Waits until the work on `id` is over or paused for the client, then
+    /// answers with the task as it is.
+    async fn settled(
+        &self,
+        id: TaskId,
+        watch: Option<WorkWatch>,
+        history: Option<usize>,
+    ) -> Result<Sent, A2aError> {
+        if let Some(mut w) = watch {
+            w.paused_or_over().await;
+        }
+        // A run that failed was recorded as a failed task: answer with it,
+        // so a client does not retry into a duplicate.
+        match self.store.get_task(id).await {
+            Ok((_, now)) => Ok(Sent::Task(trim_history(now, history))),
+            Err(e) => Err(store_error(e, &id.to_string())),
+        }
     }
 
     /// Starts a task for `message` (or continues the one it names) and
@@ -449,20 +500,28 @@ impl TaskEngine {
         if let Some(reply) = direct_reply(instance, &message) {
             return Ok(Sent::Message(reply));
         }
+        if prompts::answer_in(&message).is_some() {
+            // Watched before the answer goes in, so a next prompt is seen.
+            let watch = message
+                .task_id
+                .as_deref()
+                .and_then(|t| t.parse().ok())
+                .and_then(|t| self.watch_work(t));
+            let id = self.answer_message(instance, message).await?;
+            if opts.return_immediately {
+                return self.settled(id, None, opts.history_length).await;
+            }
+            return self.settled(id, watch, opts.history_length).await;
+        }
         let work = self.plan(instance, &message, ctx).await?;
         let admitted = self.admit(instance, message).await?;
         let task = admitted.task.clone();
-        let mut done = self.run_in_background(instance, work, admitted);
+        let watch = self.watch_work(task.id);
+        self.run_in_background(instance, work, admitted);
         if opts.return_immediately {
             return Ok(Sent::Task(trim_history(task, opts.history_length)));
         }
-        let _ = done.wait_for(|d| *d).await;
-        // A run that failed was recorded as a failed task: answer with it,
-        // so a client does not retry into a duplicate.
-        match self.store.get_task(task.id).await {
-            Ok((_, now)) => Ok(Sent::Task(trim_history(now, opts.history_length))),
-            Err(e) => Err(store_error(e, &task.id.to_string())),
-        }
+        self.settled(task.id, watch, opts.history_length).await
     }
 
     /// Starts a task for a streaming send: returns the task as recorded and
@@ -478,6 +537,11 @@ impl TaskEngine {
         }
         if let Some(reply) = direct_reply(instance, &message) {
             return Ok(Streamed::Message(reply));
+        }
+        if prompts::answer_in(&message).is_some() {
+            let id = self.answer_message(instance, message).await?;
+            let (task, seq) = self.owned_snapshot(instance, &id.to_string()).await?;
+            return Ok(Streamed::Task(task, seq));
         }
         let work = self.plan(instance, &message, ctx).await?;
         let admitted = self.admit(instance, message).await?;
@@ -576,18 +640,39 @@ impl TaskEngine {
     }
 
     /// At start-up: tasks a previous server left in flight have nothing
-    /// running them any more (the runtimes are in-process); end them as
+    /// running them any more (the runtimes are in-process), nor do tasks
+    /// paused on a process's prompt (the process is gone); end them as
     /// failed, saying why. Returns how many.
     pub async fn settle_interrupted(&self) -> Result<usize, StoreError> {
-        let live = self.store.live_tasks().await?;
-        for (id, context_id) in &live {
-            let mut why = agent_message(
-                *id,
-                context_id,
-                vec![Part::text(
+        let mut lost: Vec<(TaskId, String, &str)> = self
+            .store
+            .live_tasks()
+            .await?
+            .into_iter()
+            .map(|(id, ctx)| {
+                (
+                    id,
+                    ctx,
                     "the server stopped while this task was in flight; its work was lost",
-                )],
-            );
+                )
+            })
+            .collect();
+        for (id, ctx, paused) in self.store.paused_tasks().await? {
+            let on_prompt = paused
+                .message
+                .as_ref()
+                .and_then(|m| m.metadata.as_ref())
+                .is_some_and(|m| m.contains_key(crate::adapter::HITL_URI));
+            if on_prompt {
+                lost.push((
+                    id,
+                    ctx,
+                    "the server stopped while this task waited for an answer; the process that asked is gone",
+                ));
+            }
+        }
+        for (id, context_id, text) in &lost {
+            let mut why = agent_message(*id, context_id, vec![Part::text(*text)]);
             let failure =
                 serde_json::json!({ "kind": "infrastructure", "reason": "server_restart" });
             why.metadata = Some(serde_json::Map::from_iter([(
@@ -603,7 +688,7 @@ impl TaskEngine {
                 Err(e) => return Err(e),
             }
         }
-        Ok(live.len())
+        Ok(lost.len())
     }
 
     /// `GetTask`.

@@ -125,6 +125,9 @@ impl From<RunError> for ApiError {
                 e.to_string(),
             ),
             RunError::Internal => Self::internal(&e),
+            RunError::NoStdin(_) | RunError::StdinFailed(..) => {
+                Self::new(StatusCode::CONFLICT, "stdin_unavailable", e.to_string())
+            }
             RunError::ShuttingDown => Self::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "shutting_down",

@@ -4,6 +4,7 @@ mod api_error;
 mod audit_api;
 mod auth;
 mod health;
+mod hitl_api;
 mod json;
 mod runs_api;
 mod sse;
@@ -37,6 +38,8 @@ pub struct AppState {
     pub workspace: PathBuf,
     /// Open event streams are capped: each can hold a page of output in memory.
     pub streams: Arc<Semaphore>,
+    /// The A2A task engine, for the operator's prompt answers.
+    pub engine: warden_a2a::engine::TaskEngine,
 }
 
 /// The most event streams open at once.
@@ -47,6 +50,7 @@ pub const MAX_EVENT_STREAMS: usize = 256;
 pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
     let api = runs_api::router(state.clone())
         .merge(audit_api::router(state.clone()))
+        .merge(hitl_api::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
             auth::OperatorAuth::new(token),
             auth::require_operator,

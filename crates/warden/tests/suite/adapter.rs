@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::harness::*;
 
-const URI: &str = "https://agentic-sandbox.aiwg.io/extensions/adapter-command/v1";
+pub(super) const URI: &str = "https://agentic-sandbox.aiwg.io/extensions/adapter-command/v1";
 const RUNNER: &str = ".aiwg/ops/adapters/sandbox-agent-runner/runner.mjs";
 
 /// Prints the adapter environment as JSON, then does what the request file says.
@@ -19,10 +19,29 @@ for (const k of Object.keys(process.env).filter((k) => k.startsWith('AIWG_A2A_')
 console.log(JSON.stringify(env));
 if (req.action === 'fail') { console.error('failing as asked'); process.exit(1); }
 if (req.action === 'hang') { setInterval(() => {}, 1000); }
+if (req.action === 'ask' || req.action === 'ask2') {
+  const questions = req.action === 'ask' ? ['Apply the plan? [y/N] '] : ['Step one? [y/N] ', 'Step two (yes/no)? '];
+  const answers = [];
+  let buf = '';
+  process.stdout.write(questions[0]);
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (d) => {
+    buf += d;
+    while (buf.includes('\n')) {
+      const i = buf.indexOf('\n');
+      answers.push(buf.slice(0, i).trim());
+      buf = buf.slice(i + 1);
+      if (answers.length < questions.length) { process.stdout.write(questions[answers.length]); continue; }
+      console.log('answers: ' + answers.join(','));
+      process.exit(answers.every((a) => a === 'y' || a === 'yes') ? 0 : 3);
+    }
+  });
+  process.stdin.on('end', () => { console.log('no input'); process.exit(4); });
+}
 "#;
 
 /// A workspace with the runner and request files, and a server in it.
-fn serve(dir: &Path) -> Server {
+pub(super) fn serve(dir: &Path) -> Server {
     let runner = dir.join(RUNNER);
     std::fs::create_dir_all(runner.parent().unwrap().join("examples")).unwrap();
     std::fs::write(&runner, RUNNER_MJS).unwrap();
@@ -32,7 +51,7 @@ fn serve(dir: &Path) -> Server {
     )
     .unwrap();
     std::fs::create_dir_all(dir.join(".aiwg/ops/runs")).unwrap();
-    for action in ["ok", "fail", "hang"] {
+    for action in ["ok", "fail", "hang", "ask", "ask2"] {
         std::fs::write(
             dir.join(format!(".aiwg/ops/runs/{action}.json")),
             format!(r#"{{"action":"{action}"}}"#),
@@ -43,7 +62,7 @@ fn serve(dir: &Path) -> Server {
     Server::start(dir)
 }
 
-fn envelope(request: &str) -> Value {
+pub(super) fn envelope(request: &str) -> Value {
     json!({
         "adapter": "sandbox-agent-runner",
         "mode": "plan",

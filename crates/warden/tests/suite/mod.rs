@@ -6,6 +6,7 @@ mod adapter;
 mod api;
 mod cli;
 mod harness;
+mod hitl;
 mod interop;
 mod memory;
 mod restart;
