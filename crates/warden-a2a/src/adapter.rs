@@ -51,7 +51,10 @@ impl Mode {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdapterCommand {
     pub mode: Mode,
-    /// `node`, the runner, `--request`, the request path as sent.
+    /// `node`, the runner, `--request`, the request file: the runner and
+    /// the request as resolved in the workspace (absolute), so the file
+    /// the command reads is the one that was checked, whatever the
+    /// working directory.
     pub argv: Vec<String>,
     /// Canonical, inside the workspace.
     pub working_dir: PathBuf,
@@ -138,8 +141,30 @@ pub fn validate(envelope: &Value, workspace: &Path) -> Result<AdapterCommand, Re
             ));
         }
     };
-    let argv = command(env.get("command"))?;
-    request_path(&argv[3], workspace)?;
+    let mut argv = command(env.get("command"))?;
+    let request = request_path(&argv[3], workspace)?;
+    let runner = workspace.join(RUNNER).canonicalize().map_err(|e| {
+        refuse(
+            "command.runner_exists",
+            "command[1]",
+            format!(
+                "{RUNNER} is not in the workspace {}: {e}",
+                workspace.display()
+            ),
+        )
+    })?;
+    if !runner.starts_with(workspace) {
+        return Err(refuse(
+            "command.runner_exists",
+            "command[1]",
+            format!(
+                "{RUNNER} resolves outside the workspace, to {}",
+                runner.display()
+            ),
+        ));
+    }
+    argv[1] = runner.to_string_lossy().into_owned();
+    argv[3] = request.to_string_lossy().into_owned();
     let working_dir = working_dir(env.get("working_dir"), workspace)?;
     let timeout = match env.get("timeout_seconds") {
         None => DEFAULT_TIMEOUT_SECONDS,
@@ -207,7 +232,7 @@ fn command(v: Option<&Value>) -> Result<Vec<String>, Refusal> {
 /// The request path: relative, no `..`, no backslash, no NUL, and its
 /// canonical form (symlinks resolved, from the workspace) under one of
 /// [`REQUEST_ROOTS`].
-fn request_path(path: &str, workspace: &Path) -> Result<(), Refusal> {
+fn request_path(path: &str, workspace: &Path) -> Result<PathBuf, Refusal> {
     const FIELD: &str = "command[3]";
     if path.is_empty() {
         return Err(refuse(
@@ -269,7 +294,7 @@ fn request_path(path: &str, workspace: &Path) -> Result<(), Refusal> {
             ),
         ));
     }
-    Ok(())
+    Ok(canonical)
 }
 
 /// `working_dir`: the workspace when absent, else a directory inside it.
@@ -318,6 +343,7 @@ mod tests {
         std::fs::create_dir_all(ws.join(".aiwg/ops/adapters/sandbox-agent-runner/examples"))
             .unwrap();
         std::fs::create_dir_all(ws.join(".aiwg/ops/runs")).unwrap();
+        std::fs::write(ws.join(RUNNER), "").unwrap();
         std::fs::write(
             ws.join(".aiwg/ops/adapters/sandbox-agent-runner/examples/req.json"),
             "{}",
@@ -352,6 +378,17 @@ mod tests {
         assert_eq!(c.timeout, Duration::from_secs(300));
         assert_eq!(c.working_dir, ws);
         assert!(!c.text_line);
+        assert_eq!(
+            c.argv,
+            [
+                "node".to_owned(),
+                ws.join(RUNNER).to_string_lossy().into_owned(),
+                "--request".to_owned(),
+                ws.join(".aiwg/ops/adapters/sandbox-agent-runner/examples/req.json")
+                    .to_string_lossy()
+                    .into_owned(),
+            ]
+        );
         assert_eq!(rule(&env(".aiwg/ops/runs/r.json"), &ws), "ok");
     }
 

@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 mod a2a;
+mod adapter;
 mod spawn;
 mod store;
 
@@ -47,6 +48,11 @@ enum Bench {
         #[arg(long, value_enum, value_delimiter = ',')]
         peers: Vec<a2a::PeerKind>,
     },
+    /// adapter-command/v1 task latency vs the runner run directly; hitl prompt latency.
+    Adapter {
+        #[arg(long, default_value_t = 200)]
+        runs: usize,
+    },
     /// spawn and store, with their default sizes.
     All,
 }
@@ -77,6 +83,9 @@ fn main() -> anyhow::Result<()> {
             peers,
         });
     }
+    if let Bench::Adapter { runs } = cli.bench {
+        return adapter::run(runs);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -89,7 +98,7 @@ fn main() -> anyhow::Result<()> {
             println!();
             rt.block_on(store::run(10_000, 8))
         }
-        Bench::A2a { .. } => Ok(()),
+        Bench::A2a { .. } | Bench::Adapter { .. } => Ok(()),
     }
 }
 

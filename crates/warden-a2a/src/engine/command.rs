@@ -8,7 +8,7 @@ use serde_json::json;
 use warden_core::{
     Artifact, FailureKind, Message, Outcome, Part, PartContent, RunId, TaskId, TaskState,
 };
-use warden_store::StoreError;
+use warden_store::{StoreError, TaskChange};
 
 use super::{TaskEngine, agent_message, status};
 use crate::instance::{CommandRuntime, Instance};
@@ -147,6 +147,15 @@ pub(super) struct ProcessPlan {
     pub prompts: Option<PromptSetup>,
 }
 
+/// What a chunk of output does to the task's prompt.
+enum After<'a> {
+    /// Its last line is a new prompt.
+    Raise(String, &'a PromptSetup),
+    /// It is plain output: a waiting prompt no longer is.
+    Withdraw,
+    Nothing,
+}
+
 /// What a raised prompt says about where it came from.
 pub(super) struct PromptSetup {
     pub instance: String,
@@ -243,17 +252,54 @@ impl TaskEngine {
                     if !saving || chunk.is_empty() {
                         continue;
                     }
-                    let saved = if plan.per_chunk {
-                        let artifact = Artifact {
-                            artifact_id: format!("{id}-{}-{seq}", stream.as_str()),
-                            parts: vec![Part::text(chunk)],
-                            ..output_artifact(id, stream)
-                        };
-                        self.save_chunk(id, artifact, false, true).await
+                    let change = if plan.per_chunk {
+                        TaskChange::Artifact {
+                            artifact: Artifact {
+                                artifact_id: format!("{id}-{}-{seq}", stream.as_str()),
+                                parts: vec![Part::text(chunk)],
+                                ..output_artifact(id, stream)
+                            },
+                            append: false,
+                            last_chunk: true,
+                        }
                     } else {
-                        let append = !created.insert(stream);
-                        self.output_chunk(id, stream, Part::text(chunk), append, false)
+                        TaskChange::Artifact {
+                            append: !created.insert(stream),
+                            artifact: Artifact {
+                                parts: vec![Part::text(chunk)],
+                                ..output_artifact(id, stream)
+                            },
+                            last_chunk: false,
+                        }
+                    };
+                    let after = match (last_line, &plan.prompts) {
+                        (Some(LastLine::Prompt(p)), Some(s)) if !self.prompt_waiting(id) => {
+                            After::Raise(p, s)
+                        }
+                        // The prompt already waiting, still on screen.
+                        (Some(LastLine::Prompt(_)), Some(_)) => After::Nothing,
+                        (Some(LastLine::Restricted(p)), Some(_)) => {
+                            tracing::info!(task = %id, prompt = %p, "a prompt for a secret is not offered to text-line answers");
+                            After::Withdraw
+                        }
+                        (Some(LastLine::Output), Some(_)) => After::Withdraw,
+                        _ => After::Nothing,
+                    };
+                    // A prompt is saved with the output that shows it, in one commit.
+                    let saved = match &after {
+                        After::Raise(p, s) => {
+                            self.raise_prompt(
+                                &s.instance,
+                                run,
+                                id,
+                                context_id,
+                                p.clone(),
+                                s.deadline,
+                                change,
+                            )
                             .await
+                        }
+                        _ => self.save_change(id, change).await,
                     };
                     if let Err(e) = saved {
                         // The task will say so; the run must not go on unrecorded.
@@ -262,26 +308,9 @@ impl TaskEngine {
                         runner.stop(run);
                         continue;
                     }
-                    if let (Some(line), Some(setup)) = (last_line, &plan.prompts) {
-                        let asked = match line {
-                            LastLine::Prompt(p) if !self.prompt_waiting(id) => {
-                                self.raise_prompt(
-                                    &setup.instance,
-                                    run,
-                                    id,
-                                    context_id,
-                                    p,
-                                    setup.deadline,
-                                )
-                                .await
-                            }
-                            LastLine::Prompt(_) => Ok(()),
-                            LastLine::Restricted(p) => {
-                                tracing::info!(task = %id, prompt = %p, "a prompt for a secret is not offered to text-line answers");
-                                self.withdraw_prompt(id, true).await
-                            }
-                            LastLine::Output => self.withdraw_prompt(id, true).await,
-                        };
+                    // Output that is not a prompt: a waiting prompt was passed by.
+                    if matches!(after, After::Withdraw) {
+                        let asked = self.withdraw_prompt(id, true).await;
                         if let Err(e) = asked {
                             tracing::error!(task = %id, error = %e, "cannot record a prompt; stopping the run");
                             saving = false;
@@ -363,19 +392,12 @@ impl TaskEngine {
         }
     }
 
-    async fn output_chunk(
-        &self,
-        id: TaskId,
-        stream: OutputStream,
-        part: Part,
-        append: bool,
-        last_chunk: bool,
-    ) -> Result<(), StoreError> {
-        let artifact = Artifact {
-            parts: vec![part],
-            ..output_artifact(id, stream)
-        };
-        self.save_chunk(id, artifact, append, last_chunk).await
+    /// Saves one change of the task; one refused because it already ended is dropped.
+    async fn save_change(&self, id: TaskId, change: TaskChange) -> Result<(), StoreError> {
+        match self.store.update_task(id, vec![change]).await {
+            Ok(_) | Err(StoreError::Rejected(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
     }
 
     /// Saves a chunk; one refused because the task already ended (a cancel

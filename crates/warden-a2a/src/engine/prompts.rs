@@ -7,7 +7,7 @@
 
 use serde_json::{Value, json};
 use warden_core::{Message, Part, RunId, Task, TaskId, TaskState, Timestamp};
-use warden_store::StoreError;
+use warden_store::{StoreError, TaskChange};
 
 use super::{TaskEngine, agent_message, lock, status, store_error};
 use crate::adapter::HITL_URI;
@@ -156,7 +156,9 @@ impl TaskEngine {
         lock(&self.prompts).contains_key(&id)
     }
 
-    /// Pauses task `id` on `prompt`, printed by `run`.
+    /// Pauses task `id` on `prompt`, printed by `run`, saving `output` (the
+    /// chunk that shows it) in the same commit.
+    #[allow(clippy::too_many_arguments)]
     pub(super) async fn raise_prompt(
         &self,
         instance: &str,
@@ -165,6 +167,7 @@ impl TaskEngine {
         context_id: &str,
         prompt: String,
         deadline: Timestamp,
+        output: TaskChange,
     ) -> Result<(), StoreError> {
         let pending = PendingPrompt {
             prompt_id: uuid::Uuid::now_v7().to_string(),
@@ -181,11 +184,8 @@ impl TaskEngine {
             pending.envelope(),
         )]));
         lock(&self.prompts).insert(id, pending);
-        match self
-            .store
-            .set_task_status(id, status(TaskState::InputRequired, Some(message)))
-            .await
-        {
+        let paused = TaskChange::Status(status(TaskState::InputRequired, Some(message)));
+        match self.store.update_task(id, vec![output, paused]).await {
             Ok(_) => {
                 self.interrupt(id);
                 Ok(())

@@ -140,6 +140,16 @@ async fn connection(
 
 /// One POST, answered in full (for setup and checks, not measured).
 pub fn post_once(addr: SocketAddr, path: &str, body: &str) -> anyhow::Result<String> {
+    post_once_with(addr, path, body, &[])
+}
+
+/// [`post_once`] with extra headers.
+pub fn post_once_with(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> anyhow::Result<String> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -148,11 +158,14 @@ pub fn post_once(addr: SocketAddr, path: &str, body: &str) -> anyhow::Result<Str
         let stream = tokio::net::TcpStream::connect(addr).await?;
         let (mut sender, conn) = http1::handshake(TokioIo::new(stream)).await?;
         tokio::spawn(conn);
-        let req = Request::post(path)
+        let mut req = Request::post(path)
             .header("host", addr.to_string())
             .header("content-type", "application/json")
-            .header("a2a-version", "1.0")
-            .body(Full::new(Bytes::from(body.to_owned())))?;
+            .header("a2a-version", "1.0");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(Bytes::from(body.to_owned())))?;
         let resp = sender.send_request(req).await?;
         let bytes = resp.into_body().collect().await?.to_bytes();
         Ok(String::from_utf8_lossy(&bytes).into_owned())

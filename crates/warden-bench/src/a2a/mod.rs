@@ -5,8 +5,8 @@
 //! a warden instance whose runtime is a process (`/bin/echo {text}`), beside
 //! the supervisor's own spawn rate at the same concurrency.
 
-mod load;
-mod peers;
+pub(crate) mod load;
+pub(crate) mod peers;
 
 use std::time::{Duration, Instant};
 

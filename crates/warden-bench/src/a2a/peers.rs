@@ -39,8 +39,8 @@ pub struct Peer {
     pub kind: PeerKind,
     pub addr: SocketAddr,
     child: Child,
-    /// warden's data directory, removed when dropped.
-    _home: Option<tempfile::TempDir>,
+    /// warden's data directory and workspace, removed when dropped.
+    home: Option<tempfile::TempDir>,
 }
 
 fn repo() -> PathBuf {
@@ -134,8 +134,13 @@ impl Peer {
             kind,
             addr,
             child,
-            _home: home,
+            home,
         })
+    }
+
+    /// warden's workspace (its working directory).
+    pub fn workspace(&self) -> Option<&Path> {
+        self.home.as_ref().map(tempfile::TempDir::path)
     }
 
     /// CPU time the server (and its reaped children) used so far.

@@ -323,6 +323,28 @@ async fn refuses_a_symlink_that_escapes_and_runs_one_that_stays() {
 }
 
 #[tokio::test]
+async fn refuses_a_request_path_that_does_not_resolve() {
+    refused(
+        envelope(".aiwg/ops/runs/missing.json"),
+        "command.path_resolves",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn runs_in_a_working_dir_inside_the_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    // The runner and the request are the workspace's, wherever it runs.
+    std::fs::create_dir_all(dir.path().join("sub")).unwrap();
+    let r = send(&server, with("working_dir", json!("sub"))).await;
+    assert_eq!(
+        r["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{r}"
+    );
+}
+
+#[tokio::test]
 async fn refuses_a_working_dir_outside_the_workspace() {
     refused(
         with("working_dir", json!("/tmp")),
