@@ -142,7 +142,7 @@ pub fn run(runs: usize) -> anyhow::Result<()> {
 
     // Prompt latency: printed (runner's clock) → input-required answered.
     let mut latencies = Vec::new();
-    let prompts = runs.min(100);
+    let prompts = runs;
     for _ in 0..prompts {
         let body = send(".aiwg/ops/runs/ask.json", true);
         let answer =

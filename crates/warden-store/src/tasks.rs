@@ -146,6 +146,8 @@ pub enum TaskChange {
         append: bool,
         last_chunk: bool,
     },
+    /// As [`Store::add_task_message`].
+    Message(Message),
 }
 
 fn set_status(c: &Connection, id: &str, status: &TaskStatus) -> Result<u64, StoreError> {
@@ -289,6 +291,11 @@ impl Store {
                         append,
                         last_chunk,
                     } => add_artifact(c, &id, artifact, *append, *last_chunk)?,
+                    TaskChange::Message(m) => {
+                        refuse_if_terminal(c, &id, "message")?;
+                        push_message(c, &id, m)?;
+                        events::append(c, "task", &id, "task.message", &json!({ "message": m }))?
+                    }
                 };
             }
             Ok(seq)

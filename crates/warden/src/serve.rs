@@ -72,6 +72,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         shutdown: shutdown.clone(),
         instances: Arc::new(config.instances.clone()),
         token: warden_a2a::server::ClientToken::new(config.a2a_token.clone()),
+        max_body: config.a2a_max_body,
     };
     let app = server::router(
         state,

@@ -18,7 +18,7 @@ use crate::jsonrpc::A2aError;
 pub const MAX_ANSWER: usize = 4096;
 
 /// A prompt waiting for its answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PendingPrompt {
     pub prompt_id: String,
     pub task_id: TaskId,
@@ -29,6 +29,8 @@ pub struct PendingPrompt {
     /// The command's deadline; an answer after it finds the task ended.
     pub deadline: Timestamp,
     run: RunId,
+    /// The status message that shows the prompt, to restore it.
+    shown: Message,
 }
 
 impl PendingPrompt {
@@ -169,7 +171,7 @@ impl TaskEngine {
         deadline: Timestamp,
         output: TaskChange,
     ) -> Result<(), StoreError> {
-        let pending = PendingPrompt {
+        let mut pending = PendingPrompt {
             prompt_id: uuid::Uuid::now_v7().to_string(),
             task_id: id,
             context_id: context_id.to_owned(),
@@ -177,12 +179,13 @@ impl TaskEngine {
             prompt: prompt.clone(),
             deadline,
             run,
+            shown: agent_message(id, context_id, vec![Part::text(prompt)]),
         };
-        let mut message = agent_message(id, context_id, vec![Part::text(prompt)]);
-        message.metadata = Some(serde_json::Map::from_iter([(
+        pending.shown.metadata = Some(serde_json::Map::from_iter([(
             HITL_URI.to_owned(),
             pending.envelope(),
         )]));
+        let message = pending.shown.clone();
         lock(&self.prompts).insert(id, pending);
         let paused = TaskChange::Status(status(TaskState::InputRequired, Some(message)));
         match self.store.update_task(id, vec![output, paused]).await {
@@ -256,44 +259,71 @@ impl TaskEngine {
             .ok_or_else(|| AnswerError::Stale(format!("prompt {prompt_id} was just taken")))
     }
 
-    /// Writes the answer to the claimed prompt's process. On failure the
-    /// prompt waits again only if the task is still paused on it.
-    async fn deliver(&self, claimed: PendingPrompt, text: &str) -> Result<(), AnswerError> {
+    /// Takes the answer for the claimed prompt: records it with the task
+    /// back at `working` (one commit, before the process can print its next
+    /// prompt), then writes it and a newline to that process. If the write
+    /// fails, the prompt waits again only if nothing happened to the task
+    /// in between.
+    async fn accept(
+        &self,
+        claimed: PendingPrompt,
+        answer: Message,
+        text: &str,
+    ) -> Result<(), AnswerError> {
         let Some(runner) = self.runner.clone() else {
             return Err(AnswerError::NotDelivered {
                 why: "no process runner".into(),
                 restored: false,
             });
         };
+        let id = claimed.task_id;
+        let recorded = self
+            .store
+            .update_task(
+                id,
+                vec![
+                    TaskChange::Message(answer),
+                    TaskChange::Status(status(TaskState::Working, None)),
+                ],
+            )
+            .await;
+        let seq = match recorded {
+            Ok(seq) => seq,
+            Err(StoreError::Rejected(_)) => {
+                return Err(AnswerError::Stale(format!(
+                    "task {id} has ended; its prompt cannot be answered"
+                )));
+            }
+            Err(e) => {
+                // Not recorded, not delivered: the prompt waits again.
+                let why = store_error(e, &id.to_string()).message();
+                lock(&self.prompts).entry(id).or_insert(claimed);
+                return Err(AnswerError::Store(why));
+            }
+        };
         let mut line = text.as_bytes().to_vec();
         line.push(b'\n');
-        match runner.write_stdin(claimed.run, line).await {
-            Ok(()) => {
-                match self
-                    .store
-                    .set_task_status(claimed.task_id, status(TaskState::Working, None))
-                    .await
-                {
-                    Ok(_) | Err(StoreError::Rejected(_)) => Ok(()),
-                    Err(e) => Err(AnswerError::Store(e.to_string())),
-                }
-            }
-            Err(why) => {
-                let unchanged = match self.store.get_task(claimed.task_id).await {
-                    Ok((_, t)) => waiting_on(&t, &claimed.prompt_id),
-                    Err(_) => false,
-                };
-                let restored = unchanged && {
-                    let mut prompts = lock(&self.prompts);
-                    let free = !prompts.contains_key(&claimed.task_id);
-                    if free {
-                        prompts.insert(claimed.task_id, claimed);
-                    }
-                    free
-                };
-                Err(AnswerError::NotDelivered { why, restored })
-            }
-        }
+        let Err(why) = runner.write_stdin(claimed.run, line).await else {
+            return Ok(());
+        };
+        let untouched = matches!(
+            self.store.task_snapshot(id).await,
+            Ok((_, t, newest)) if newest == seq && t.status.state == TaskState::Working
+        );
+        let restored = untouched
+            && self
+                .store
+                .set_task_status(
+                    id,
+                    status(TaskState::InputRequired, Some(claimed.shown.clone())),
+                )
+                .await
+                .is_ok()
+            && {
+                lock(&self.prompts).entry(id).or_insert(claimed);
+                true
+            };
+        Err(AnswerError::NotDelivered { why, restored })
     }
 
     /// The operator's answer to prompt `prompt_id` (`POST
@@ -334,8 +364,7 @@ impl TaskEngine {
             extensions: vec![],
             reference_task_ids: vec![],
         };
-        self.record_answer(&claimed, message).await?;
-        self.deliver(claimed, text).await?;
+        self.accept(claimed, message, text).await?;
         self.store
             .get_task(task)
             .await
@@ -372,52 +401,11 @@ impl TaskEngine {
             .map_err(|e| e.to_a2a())?;
         let mut message = message;
         message.context_id = Some(claimed.context_id.clone());
-        self.record_answer(&claimed, message)
-            .await
-            .map_err(|e| e.to_a2a())?;
-        self.deliver(claimed, &answer.text)
+        self.accept(claimed, message, &answer.text)
             .await
             .map_err(|e| e.to_a2a())?;
         Ok(task.id)
     }
-
-    /// Puts the answer in the task's history; a task that ended meanwhile
-    /// takes no answer (and its prompt is gone with its process).
-    async fn record_answer(
-        &self,
-        claimed: &PendingPrompt,
-        message: Message,
-    ) -> Result<(), AnswerError> {
-        match self.store.add_task_message(claimed.task_id, message).await {
-            Ok(_) => Ok(()),
-            Err(StoreError::Rejected(_)) => Err(AnswerError::Stale(format!(
-                "task {} has ended; its prompt cannot be answered",
-                claimed.task_id
-            ))),
-            Err(e) => {
-                // Not recorded, not delivered: the prompt waits again.
-                lock(&self.prompts)
-                    .entry(claimed.task_id)
-                    .or_insert_with(|| claimed.clone());
-                Err(AnswerError::Store(
-                    store_error(e, &claimed.task_id.to_string()).message(),
-                ))
-            }
-        }
-    }
-}
-
-/// Whether `task` is paused on prompt `prompt_id`.
-fn waiting_on(task: &Task, prompt_id: &str) -> bool {
-    task.status.state == TaskState::InputRequired
-        && task
-            .status
-            .message
-            .as_ref()
-            .and_then(|m| m.metadata.as_ref())
-            .and_then(|m| m.get(HITL_URI))
-            .and_then(|e| e.get("prompt_id"))
-            .is_some_and(|p| p == prompt_id)
 }
 
 #[cfg(test)]

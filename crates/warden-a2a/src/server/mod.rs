@@ -42,6 +42,8 @@ pub struct A2aState {
     pub shutdown: CancellationToken,
     /// The token clients present, when one is configured.
     pub token: ClientToken,
+    /// The largest request body read; larger ones get 413.
+    pub max_body: usize,
 }
 
 /// The most A2A event streams open at once.
@@ -62,11 +64,11 @@ pub fn router(state: A2aState) -> Router {
         .route("/message:send", post(default_rest))
         .route("/message:stream", post(default_rest))
         .route("/tasks", get(default_rest))
-        .route("/tasks/{op}", get(default_rest).post(default_rest))
+        .route("/tasks/{*rest}", any(default_rest))
         .route("/extendedAgentCard", get(default_rest))
         .route("/v1/{*rest}", any(default_rest))
         .route("/agents/{instance}/{*rest}", any(instance_rest))
-        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(DefaultBodyLimit::max(state.max_body))
         .with_state(state)
 }
 
@@ -87,15 +89,15 @@ pub(crate) fn asked_version<'a>(
         })
 }
 
-/// The largest request body an A2A endpoint reads (1 MiB).
+/// The default largest request body an A2A endpoint reads (1 MiB).
 pub const MAX_BODY: usize = 1 << 20;
 
-/// A body that could not be read: 413 when over [`MAX_BODY`], in the
+/// A body that could not be read: 413 when over the cap, in the
 /// AIP-193 shape (a JSON-RPC client reads the status; there is no id to echo).
 fn unreadable(e: &BytesRejection) -> Response {
     let status = e.status();
     let message = if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-        format!("the request body is over {MAX_BODY} bytes")
+        "the request body is over the server's limit (a2a.max_body_bytes)".to_owned()
     } else {
         format!("cannot read the request body: {}", e.body_text())
     };
@@ -154,7 +156,7 @@ async fn default_card(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    card_at(&state, DEFAULT_INSTANCE, "/", &query, &headers)
+    card_at(&state, DEFAULT_INSTANCE, "", &query, &headers)
 }
 
 async fn instance_card(
@@ -163,7 +165,7 @@ async fn instance_card(
     Query(query): Query<HashMap<String, String>>,
     headers: HeaderMap,
 ) -> Response {
-    card_at(&state, &name, &format!("/agents/{name}/"), &query, &headers)
+    card_at(&state, &name, &format!("/agents/{name}"), &query, &headers)
 }
 
 /// The default instance's JSON-RPC endpoint at `/`.

@@ -21,17 +21,60 @@ use crate::instance::Instance;
 use crate::jsonrpc::A2aError;
 use crate::wire::{rest03, v1};
 
-/// `application/a2a+json`, the 1.0 HTTP+JSON media type.
+/// `application/a2a+json`, the 1.0 HTTP+JSON media type (a SHOULD).
 const A2A_JSON: &str = "application/a2a+json";
 
-fn ok(body: Value) -> Response {
-    (StatusCode::OK, [(CONTENT_TYPE, A2A_JSON)], body.to_string()).into_response()
+/// Plain JSON: what the conformance kit requires, and AIP-193 errors' type.
+const JSON: &str = "application/json";
+
+/// The media type of a success body: `application/a2a+json` to a client
+/// that accepts it by name, else `application/json`.
+fn media(headers: &HeaderMap) -> &'static str {
+    let named = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.contains(A2A_JSON));
+    if named { A2A_JSON } else { JSON }
+}
+
+fn ok(body: Value, media: &'static str) -> Response {
+    (StatusCode::OK, [(CONTENT_TYPE, media)], body.to_string()).into_response()
 }
 
 /// An AIP-193 error response.
 pub fn error(e: &A2aError) -> Response {
     let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    (status, [(CONTENT_TYPE, A2A_JSON)], e.to_rest().to_string()).into_response()
+    (status, [(CONTENT_TYPE, JSON)], e.to_rest().to_string()).into_response()
+}
+
+/// A request body that is not JSON: 415, in the AIP-193 shape.
+fn unsupported_media(got: &str) -> Response {
+    let e = A2aError::ContentTypeNotSupported(format!(
+        "the request body must be JSON (Content-Type: application/json), got {got:?}"
+    ));
+    let mut body = e.to_rest();
+    body["error"]["code"] = 415.into();
+    (
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        [(CONTENT_TYPE, JSON)],
+        body.to_string(),
+    )
+        .into_response()
+}
+
+/// The request's `Content-Type`, when it is there and not JSON.
+pub(super) fn not_json(headers: &HeaderMap) -> Option<String> {
+    let ct = headers.get(CONTENT_TYPE)?.to_str().unwrap_or("?");
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let json =
+        essence == JSON || (essence.starts_with("application/") && essence.ends_with("+json"));
+    (!json).then(|| ct.to_owned())
 }
 
 /// An AIP-193 error that also carries the 0.3 HTTP+JSON `type` and `message`.
@@ -82,6 +125,8 @@ fn body<T: serde::de::DeserializeOwned>(bytes: &[u8], rest03: bool) -> Result<T,
             field: e.field,
             message: e.message,
         })?;
+    } else {
+        crate::wire::json_names(&mut value);
     }
     serde_path_to_error::deserialize(value).map_err(|e| A2aError::InvalidParams {
         field: e.path().to_string(),
@@ -158,6 +203,12 @@ pub async fn handle(
     }
     if let Some(e) = extensions.missing_required(instance) {
         return fail(&e);
+    }
+    if method == axum::http::Method::POST
+        && !bytes.is_empty()
+        && let Some(got) = not_json(headers)
+    {
+        return unsupported_media(&got);
     }
     let framing = Framing {
         version: ProtocolVersion::V1_0,
@@ -253,7 +304,7 @@ pub async fn handle(
                 body["error"]["status"] = "NOT_FOUND".into();
                 return (
                     StatusCode::NOT_FOUND,
-                    [(CONTENT_TYPE, A2A_JSON)],
+                    [(CONTENT_TYPE, JSON)],
                     body.to_string(),
                 )
                     .into_response();
@@ -261,7 +312,7 @@ pub async fn handle(
         },
     };
     match result {
-        Ok(v) => ok(v),
+        Ok(v) => ok(v, media(headers)),
         Err(e) => fail(&e),
     }
 }

@@ -40,6 +40,13 @@ pub async fn handle(
     query: &HashMap<String, String>,
     body: &[u8],
 ) -> Response {
+    // A body that is not JSON is refused before it is parsed.
+    if let Some(got) = super::rest::not_json(headers) {
+        let e = A2aError::ContentTypeNotSupported(format!(
+            "JSON-RPC requests are application/json, got {got:?}"
+        ));
+        return reply(jsonrpc::error(None, &e));
+    }
     let req = match Request::parse(body) {
         Ok(r) => r,
         Err((id, e)) => return reply(jsonrpc::error(id.as_ref(), &e)),
@@ -155,7 +162,8 @@ async fn subscribe(
 
 /// Decodes `params`, naming the offending field on failure.
 fn params<T: DeserializeOwned>(req: &Request) -> Result<T, A2aError> {
-    let value = req.params.clone().unwrap_or_else(|| json!({}));
+    let mut value = req.params.clone().unwrap_or_else(|| json!({}));
+    crate::wire::json_names(&mut value);
     serde_path_to_error::deserialize(value).map_err(|e| {
         let field = e.path().to_string();
         A2aError::InvalidParams {

@@ -112,53 +112,11 @@ pub fn message_in(m: Value, path: &str) -> Result<Value, WireError> {
     Ok(Value::Object(m))
 }
 
-/// `message_id` → `messageId`.
-fn lower_camel(key: &str) -> String {
-    let mut out = String::with_capacity(key.len());
-    let mut upper = false;
-    for c in key.chars() {
-        if c == '_' {
-            upper = true;
-        } else if upper {
-            out.extend(c.to_uppercase());
-            upper = false;
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
-/// ProtoJSON parsers accept a field's proto name as well as its JSON name
-/// (the Python SDK's 0.3 REST client sends proto names): renames keys to
-/// their JSON names, leaving free-form values (`metadata`, a data part's
-/// `data`) as they are.
-fn json_names(v: &mut Value) {
-    match v {
-        Value::Object(map) => {
-            let keys: Vec<String> = map.keys().filter(|k| k.contains('_')).cloned().collect();
-            for k in keys {
-                if let Some(val) = map.remove(&k) {
-                    map.entry(lower_camel(&k)).or_insert(val);
-                }
-            }
-            for (k, val) in map.iter_mut() {
-                // A data part ({"data": {"data": …}}) has no names to fix.
-                if k != "metadata" && k != "data" {
-                    json_names(val);
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(json_names),
-        _ => {}
-    }
-}
-
 /// A 0.3 `SendMessageRequest` as a 1.0 one. `blocking: false` is 1.0's
 /// `returnImmediately`; a push config keeps its 1.0 key so it is refused
 /// the same way. The message may come as `request`, its proto name.
 pub fn send_request_in(mut req: Value) -> Result<Value, WireError> {
-    json_names(&mut req);
+    super::json_names(&mut req);
     let Value::Object(mut req) = req else {
         return Err(bad("body", "must be a JSON object"));
     };

@@ -19,6 +19,8 @@ pub struct A2aConfig {
     /// The hosted instances; none means one `default` echo instance.
     #[serde(default)]
     pub instances: Vec<InstanceConfig>,
+    /// The largest A2A request body read (bytes); larger ones get 413.
+    pub max_body_bytes: Option<usize>,
 }
 
 /// What answers an instance.
@@ -182,6 +184,15 @@ impl InstanceConfig {
 }
 
 impl A2aConfig {
+    /// The body cap: 1 KiB to 64 MiB, default 1 MiB.
+    pub fn max_body(&self) -> anyhow::Result<usize> {
+        let cap = self.max_body_bytes.unwrap_or(warden_a2a::server::MAX_BODY);
+        if !(1024..=64 << 20).contains(&cap) {
+            bail!("a2a.max_body_bytes must be from 1024 to 67108864, got {cap}");
+        }
+        Ok(cap)
+    }
+
     /// The instances to serve, checked.
     pub fn instances(&self, runs: &RunsConfig, workspace: &Path) -> anyhow::Result<Instances> {
         let list = self

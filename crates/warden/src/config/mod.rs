@@ -146,6 +146,8 @@ pub struct ServeConfig {
     pub workspace: PathBuf,
     /// The hosted A2A instances.
     pub instances: Instances,
+    /// The largest A2A request body.
+    pub a2a_max_body: usize,
     /// Where the config came from, for the start-up log.
     pub source: Option<PathBuf>,
 }
@@ -211,6 +213,7 @@ impl ServeConfig {
             bail!("the workspace {} is not a directory", workspace.display());
         }
         let instances = file.a2a.instances(&file.runs, &workspace)?;
+        let a2a_max_body = file.a2a.max_body()?;
         Ok(Self {
             listen,
             home: args.home.clone().or(file.home).unwrap_or(home_hint),
@@ -219,6 +222,7 @@ impl ServeConfig {
             runs: file.runs,
             workspace,
             instances,
+            a2a_max_body,
             source: path,
         })
     }

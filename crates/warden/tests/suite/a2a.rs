@@ -65,7 +65,8 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
             "https://agentic-sandbox.aiwg.io/extensions/hitl-prompt/v1"
         ]
     );
-    let url = format!("{}/", server.base);
+    // No trailing slash: clients append `/message:send` and the like.
+    let url = server.base.clone();
     assert_eq!(
         card["supportedInterfaces"],
         json!([
@@ -94,7 +95,7 @@ async fn card_is_pure_1_0_with_the_header_and_carries_0_3_fields_without() {
     let (_, named) = server
         .get("/agents/default/.well-known/agent-card.json")
         .await;
-    assert_eq!(named["url"], format!("{}/agents/default/", server.base));
+    assert_eq!(named["url"], format!("{}/agents/default", server.base));
     let (status, missing) = server
         .get("/agents/nobody/.well-known/agent-card.json")
         .await;
@@ -558,8 +559,66 @@ async fn http_json_binding_1_0() {
         .await
         .unwrap();
     assert_eq!(resp.status(), 200);
-    assert_eq!(resp.headers()["content-type"], "application/a2a+json");
+    // Plain JSON unless the client names application/a2a+json.
+    assert_eq!(resp.headers()["content-type"], "application/json");
     let sent: Value = resp.json().await.unwrap();
+    let named = server
+        .client
+        .post(server.url("/message:send"))
+        .header("A2A-Version", "1.0")
+        .header("Accept", "application/a2a+json")
+        .json(&msg)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(named.headers()["content-type"], "application/a2a+json");
+    // A body that is not JSON is 415 on HTTP+JSON and -32005 on JSON-RPC.
+    let plain = server
+        .client
+        .post(server.url("/message:send"))
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "text/plain")
+        .body(msg.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(plain.status(), 415);
+    let err: Value = plain.json().await.unwrap();
+    assert_eq!(
+        err["error"]["details"][0]["reason"],
+        "CONTENT_TYPE_NOT_SUPPORTED"
+    );
+    let rpc_plain = server
+        .client
+        .post(server.url("/"))
+        .header("A2A-Version", "1.0")
+        .header("Content-Type", "text/plain")
+        .body("{'jsonrpc': '2.0'}")
+        .send()
+        .await
+        .unwrap();
+    let err: Value = rpc_plain.json().await.unwrap();
+    assert_eq!(err["error"]["code"], -32005, "{err}");
+    // Every push-config route says push is not supported (CORE-CAP-001).
+    for (method, path) in [
+        (Method::POST, "/tasks/t1/pushNotificationConfigs"),
+        (Method::GET, "/tasks/t1/pushNotificationConfigs"),
+        (Method::DELETE, "/tasks/t1/pushNotificationConfigs/c1"),
+    ] {
+        let (status, err) = rest(
+            &server,
+            method,
+            path,
+            Some("1.0"),
+            Some(json!({"url": "https://example.com"})),
+        )
+        .await;
+        assert_eq!(
+            (status, err["error"]["details"][0]["reason"].as_str()),
+            (400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED")),
+            "{path}"
+        );
+    }
     assert_eq!(
         sent["task"]["status"]["state"], "TASK_STATE_COMPLETED",
         "{sent}"
@@ -595,7 +654,7 @@ async fn http_json_binding_1_0() {
         None,
     )
     .await;
-    assert_eq!((status, listed["totalSize"].as_u64()), (200, Some(1)));
+    assert_eq!((status, listed["totalSize"].as_u64()), (200, Some(2)));
 
     let (status, err) = rest(&server, Method::GET, "/tasks/nope", Some("1.0"), None).await;
     assert_eq!(status, 404);

@@ -433,3 +433,32 @@ fn refused_start(mut cmd: Command) -> (bool, String) {
     std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut err).unwrap();
     (status.success(), err)
 }
+
+#[tokio::test]
+async fn the_body_cap_is_configurable() {
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "[a2a]\nmax_body_bytes = 2048\n");
+    let server = Server::start(dir.path());
+    let small = call(&server, "/", send(1, "SendMessage", &"x".repeat(1000))).await;
+    assert_eq!(
+        small["result"]["task"]["status"]["state"],
+        "TASK_STATE_COMPLETED"
+    );
+    let big = server
+        .client
+        .post(server.url("/"))
+        .header("A2A-Version", "1.0")
+        .json(&send(2, "SendMessage", &"x".repeat(3000)))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(big.status(), 413);
+    let err: Value = big.json().await.unwrap();
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("a2a.max_body_bytes"),
+        "{err}"
+    );
+}
