@@ -168,8 +168,8 @@ pub fn validate(envelope: &Value, workspace: &Path) -> Result<AdapterCommand, Re
     let working_dir = working_dir(env.get("working_dir"), workspace)?;
     let timeout = match env.get("timeout_seconds") {
         None => DEFAULT_TIMEOUT_SECONDS,
-        Some(v) => match v.as_u64() {
-            Some(s) if (1..=MAX_TIMEOUT_SECONDS).contains(&s) => s,
+        Some(v) => match v.as_i64() {
+            Some(s) if (1..=MAX_TIMEOUT_SECONDS as i64).contains(&s) => s as u64,
             Some(_) => {
                 return Err(refuse(
                     "timeout_seconds.range",
@@ -277,12 +277,12 @@ fn request_path(path: &str, workspace: &Path) -> Result<PathBuf, Refusal> {
             format!("cannot resolve {path} in the workspace: {e}"),
         )
     })?;
-    let allowed = REQUEST_ROOTS.iter().any(|root| {
-        workspace
-            .join(root)
-            .canonicalize()
-            .is_ok_and(|r| canonical.starts_with(r))
-    });
+    // Against the roots as named, not resolved: a root that is itself a
+    // symlink out of the workspace lets nothing through.
+    let allowed = canonical.is_file()
+        && REQUEST_ROOTS
+            .iter()
+            .any(|root| canonical.starts_with(workspace.join(root)));
     if !allowed {
         return Err(refuse(
             "command.path_prefix",
@@ -447,6 +447,10 @@ mod tests {
             "timeout_seconds.range"
         );
         assert_eq!(
+            rule(&with("timeout_seconds", json!(-5)), &ws),
+            "timeout_seconds.range"
+        );
+        assert_eq!(
             rule(&with("timeout_seconds", json!(1.5)), &ws),
             "timeout_seconds.integer"
         );
@@ -468,6 +472,16 @@ mod tests {
             .unwrap();
         assert_eq!(
             rule(&env(".aiwg/ops/runs/link.json"), &ws),
+            "command.path_prefix"
+        );
+        // A root that is itself a symlink out of the workspace lets nothing through.
+        let (_d2, ws2) = workspace();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("id_rsa"), "secret").unwrap();
+        std::fs::remove_dir_all(ws2.join(".aiwg/ops/runs")).unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), ws2.join(".aiwg/ops/runs")).unwrap();
+        assert_eq!(
+            rule(&env(".aiwg/ops/runs/id_rsa"), &ws2),
             "command.path_prefix"
         );
         // A symlink that stays inside is fine.

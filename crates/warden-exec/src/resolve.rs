@@ -24,7 +24,9 @@ pub(crate) fn check_cwd(cwd: &Path) -> Result<(), SpawnError> {
 }
 
 /// Resolves `program` the way `execvp` would, using the child's `path`, and
-/// relative paths against `cwd`.
+/// relative paths against `cwd` — except that relative or empty `PATH`
+/// entries are skipped: a bare name never resolves to a file in the
+/// working directory, which a run's own files could plant.
 pub(crate) fn program(
     program: &str,
     cwd: &Path,
@@ -36,12 +38,7 @@ pub(crate) fn program(
     }
     let path = path.unwrap_or_else(|| OsStr::new("/usr/local/bin:/usr/bin:/bin"));
     let mut denied = None;
-    for dir in std::env::split_paths(path) {
-        let dir = if dir.as_os_str().is_empty() {
-            cwd.to_path_buf()
-        } else {
-            cwd.join(dir)
-        };
+    for dir in std::env::split_paths(path).filter(|d| d.is_absolute()) {
         let candidate = dir.join(program);
         match check_executable(&candidate, program) {
             Ok(()) => return Ok(candidate),

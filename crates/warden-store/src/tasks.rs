@@ -150,6 +150,28 @@ pub enum TaskChange {
     Message(Message),
 }
 
+/// Applies `changes` to task `id` inside the caller's transaction; returns
+/// the last event's seq.
+fn apply(c: &Connection, id: &str, changes: &[TaskChange]) -> Result<u64, StoreError> {
+    let mut seq = 0;
+    for change in changes {
+        seq = match change {
+            TaskChange::Status(s) => set_status(c, id, s)?,
+            TaskChange::Artifact {
+                artifact,
+                append,
+                last_chunk,
+            } => add_artifact(c, id, artifact, *append, *last_chunk)?,
+            TaskChange::Message(m) => {
+                refuse_if_terminal(c, id, "message")?;
+                push_message(c, id, m)?;
+                events::append(c, "task", id, "task.message", &json!({ "message": m }))?
+            }
+        };
+    }
+    Ok(seq)
+}
+
 fn set_status(c: &Connection, id: &str, status: &TaskStatus) -> Result<u64, StoreError> {
     let next = task_state(c, id)?.move_to(status.state)?;
     c.prepare_cached("UPDATE tasks SET state = ?2, status = ?3, updated_at = ?4 WHERE id = ?1")?
@@ -273,6 +295,33 @@ impl Store {
             .await
     }
 
+    /// As [`Store::update_task`], only if the task's newest event is still
+    /// `newest` (nothing happened to it since); otherwise refused.
+    pub async fn update_task_if_unchanged(
+        &self,
+        id: TaskId,
+        newest: u64,
+        changes: Vec<TaskChange>,
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| {
+            let key = id.to_string();
+            let now: i64 = c
+                .prepare_cached(
+                    "SELECT COALESCE(MAX(seq), 0) FROM events WHERE entity_kind = 'task' AND entity_id = ?1",
+                )?
+                .query_row([&key], |r| r.get(0))?;
+            if now.max(0) as u64 != newest {
+                return Err(CoreError::InvalidTransition {
+                    from: format!("event {now}"),
+                    to: format!("a change expected after event {newest}"),
+                }
+                .into());
+            }
+            apply(c, &key, &changes)
+        })
+        .await
+    }
+
     /// Applies `changes` to task `id` in order, in one transaction: all of
     /// them or (if one is refused) none. Returns the last event's seq.
     pub async fn update_task(
@@ -280,27 +329,8 @@ impl Store {
         id: TaskId,
         changes: Vec<TaskChange>,
     ) -> Result<u64, StoreError> {
-        self.write(move |c| {
-            let id = id.to_string();
-            let mut seq = 0;
-            for change in &changes {
-                seq = match change {
-                    TaskChange::Status(s) => set_status(c, &id, s)?,
-                    TaskChange::Artifact {
-                        artifact,
-                        append,
-                        last_chunk,
-                    } => add_artifact(c, &id, artifact, *append, *last_chunk)?,
-                    TaskChange::Message(m) => {
-                        refuse_if_terminal(c, &id, "message")?;
-                        push_message(c, &id, m)?;
-                        events::append(c, "task", &id, "task.message", &json!({ "message": m }))?
-                    }
-                };
-            }
-            Ok(seq)
-        })
-        .await
+        self.write(move |c| apply(c, &id.to_string(), &changes))
+            .await
     }
 
     /// Adds a message to a live task's history and appends `task.message`;

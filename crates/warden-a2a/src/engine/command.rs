@@ -153,6 +153,8 @@ enum After<'a> {
     Raise(String, &'a PromptSetup),
     /// It is plain output: a waiting prompt no longer is.
     Withdraw,
+    /// Its last line asks for a secret, which is not offered.
+    Restricted(String),
     Nothing,
 }
 
@@ -244,6 +246,8 @@ impl TaskEngine {
         let mut created: HashSet<OutputStream> = HashSet::new();
         let mut saving = true;
         let mut watch = plan.prompts.as_ref().map(|_| PromptWatch::default());
+        // The secret prompt last reported, so it is said once.
+        let mut restricted_shown: Option<String> = None;
         while let Some(event) = started.events.recv().await {
             match event {
                 ProcessEvent::Output { stream, seq, data } => {
@@ -273,15 +277,15 @@ impl TaskEngine {
                         }
                     };
                     let after = match (last_line, &plan.prompts) {
-                        (Some(LastLine::Prompt(p)), Some(s)) if !self.prompt_waiting(id) => {
-                            After::Raise(p, s)
-                        }
                         // The prompt already waiting, still on screen.
-                        (Some(LastLine::Prompt(_)), Some(_)) => After::Nothing,
-                        (Some(LastLine::Restricted(p)), Some(_)) => {
-                            tracing::info!(task = %id, prompt = %p, "a prompt for a secret is not offered to text-line answers");
-                            After::Withdraw
+                        (Some(LastLine::Prompt(p)), Some(_))
+                            if self.waiting_prompt(id).as_deref() == Some(p.as_str()) =>
+                        {
+                            After::Nothing
                         }
+                        // A new prompt (one that replaces another gets a new id).
+                        (Some(LastLine::Prompt(p)), Some(s)) => After::Raise(p, s),
+                        (Some(LastLine::Restricted(p)), Some(_)) => After::Restricted(p),
                         (Some(LastLine::Output), Some(_)) => After::Withdraw,
                         _ => After::Nothing,
                     };
@@ -307,6 +311,26 @@ impl TaskEngine {
                         saving = false;
                         runner.stop(run);
                         continue;
+                    }
+                    if let After::Restricted(p) = &after
+                        && restricted_shown.as_deref() != Some(p.as_str())
+                    {
+                        restricted_shown = Some(p.clone());
+                        let _ = self.withdraw_prompt(id, false).await;
+                        tracing::info!(task = %id, prompt = %p, "a prompt for a secret is not offered to text-line answers");
+                        let why = agent_message(
+                            id,
+                            context_id,
+                            vec![Part::text(format!(
+                                "the command asks for a secret ({p}); such prompts are not offered to text-line answers, so it waits until its deadline unless canceled"
+                            ))],
+                        );
+                        let _ = self
+                            .save_change(
+                                id,
+                                TaskChange::Status(status(TaskState::Working, Some(why))),
+                            )
+                            .await;
                     }
                     // Output that is not a prompt: a waiting prompt was passed by.
                     if matches!(after, After::Withdraw) {
@@ -365,7 +389,7 @@ impl TaskEngine {
                     continue;
                 }
                 let artifact = Artifact {
-                    artifact_id: format!("{id}-{}-tail", stream.as_str()),
+                    artifact_id: format!("{id}-{}-end", stream.as_str()),
                     parts: vec![Part::text(tail)],
                     ..output_artifact(id, stream)
                 };

@@ -363,10 +363,15 @@ impl TaskEngine {
                 // Reserved before the message is recorded: two follow-ups
                 // cannot both be admitted.
                 let guard = self.hold(task.id).ok_or_else(|| {
-                    A2aError::UnsupportedOperation(format!(
-                        "task {id} is still being worked ({}); wait for it to end or cancel it",
-                        task.status.state.as_str()
-                    ))
+                    A2aError::UnsupportedOperation(match self.waiting_prompt(task.id) {
+                        Some(p) => format!(
+                            "task {id} waits for an answer to its prompt ({p}); answer it with the hitl-prompt/v1 envelope (prompt_id and text in message.metadata), or cancel it"
+                        ),
+                        None => format!(
+                            "task {id} is still being worked ({}); wait for it to end or cancel it",
+                            task.status.state.as_str()
+                        ),
+                    })
                 })?;
                 if message
                     .context_id

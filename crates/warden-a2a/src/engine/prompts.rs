@@ -14,8 +14,10 @@ use crate::adapter::HITL_URI;
 use crate::instance::Instance;
 use crate::jsonrpc::A2aError;
 
-/// The longest answer, in bytes.
-pub const MAX_ANSWER: usize = 4096;
+/// The longest answer, in bytes: a terminal in line mode keeps at most
+/// 4095 characters of a line before its newline (Linux `N_TTY_BUF_SIZE`),
+/// so a longer answer would arrive cut short.
+pub const MAX_ANSWER: usize = 4095;
 
 /// A prompt waiting for its answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -148,14 +150,13 @@ fn answer_envelope(v: &Value) -> Result<AnswerEnvelope, AnswerError> {
 
 /// The answer envelope a message carries, if it is an answer.
 pub(super) fn answer_in(message: &Message) -> Option<&Value> {
-    message.task_id.as_ref()?;
     message.metadata.as_ref()?.get(HITL_URI)
 }
 
 impl TaskEngine {
-    /// Whether a prompt of `id` is waiting.
-    pub(super) fn prompt_waiting(&self, id: TaskId) -> bool {
-        lock(&self.prompts).contains_key(&id)
+    /// The text of the prompt of `id` that is waiting, if one is.
+    pub(super) fn waiting_prompt(&self, id: TaskId) -> Option<String> {
+        lock(&self.prompts).get(&id).map(|p| p.prompt.clone())
     }
 
     /// Pauses task `id` on `prompt`, printed by `run`, saving `output` (the
@@ -186,20 +187,16 @@ impl TaskEngine {
             pending.envelope(),
         )]));
         let message = pending.shown.clone();
-        lock(&self.prompts).insert(id, pending);
         let paused = TaskChange::Status(status(TaskState::InputRequired, Some(message)));
         match self.store.update_task(id, vec![output, paused]).await {
             Ok(_) => {
+                // Answerable only once saved (a prompt it replaces is gone).
+                lock(&self.prompts).insert(id, pending);
                 self.interrupt(id);
                 Ok(())
             }
-            Err(e) => {
-                lock(&self.prompts).remove(&id);
-                match e {
-                    StoreError::Rejected(_) => Ok(()),
-                    e => Err(e),
-                }
-            }
+            Err(StoreError::Rejected(_)) => Ok(()),
+            Err(e) => Err(e),
         }
     }
 
@@ -245,6 +242,12 @@ impl TaskEngine {
             return Err(AnswerError::Stale(format!(
                 "prompt {prompt_id} is not the one waiting on task {task}"
             )));
+        }
+        if Timestamp::now().as_millis() > p.deadline.as_millis() {
+            return Err(invalid(
+                "hitl.deadline_passed",
+                format!("the command's deadline ({}) has passed", p.deadline),
+            ));
         }
         if instance.is_some_and(|i| i != p.instance)
             || context_id.is_some_and(|c| c != p.context_id)
@@ -306,23 +309,20 @@ impl TaskEngine {
         let Err(why) = runner.write_stdin(claimed.run, line).await else {
             return Ok(());
         };
-        let untouched = matches!(
-            self.store.task_snapshot(id).await,
-            Ok((_, t, newest)) if newest == seq && t.status.state == TaskState::Working
-        );
-        let restored = untouched
-            && self
-                .store
-                .set_task_status(
-                    id,
-                    status(TaskState::InputRequired, Some(claimed.shown.clone())),
-                )
-                .await
-                .is_ok()
-            && {
-                lock(&self.prompts).entry(id).or_insert(claimed);
-                true
-            };
+        // Back to waiting only if nothing happened to the task since the
+        // answer was recorded (checked in the same transaction).
+        let paused = TaskChange::Status(status(
+            TaskState::InputRequired,
+            Some(claimed.shown.clone()),
+        ));
+        let restored = self
+            .store
+            .update_task_if_unchanged(id, seq, vec![paused])
+            .await
+            .is_ok();
+        if restored {
+            lock(&self.prompts).entry(id).or_insert(claimed);
+        }
         Err(AnswerError::NotDelivered { why, restored })
     }
 
@@ -342,15 +342,20 @@ impl TaskEngine {
             .map(|p| p.task_id)
             .ok_or_else(|| AnswerError::Stale(format!("no prompt {prompt_id} is waiting")))?;
         let claimed = self.claim(task, prompt_id, None, None)?;
-        self.store
+        let audited = self
+            .store
             .audit(
                 actor,
                 "hitl.respond",
                 prompt_id,
                 json!({ "task_id": task.to_string(), "bytes": text.len() }),
             )
-            .await
-            .map_err(|e| AnswerError::Store(e.to_string()))?;
+            .await;
+        if let Err(e) = audited {
+            // Unrecorded, so not taken: the prompt waits again.
+            lock(&self.prompts).entry(task).or_insert(claimed);
+            return Err(AnswerError::Store(e.to_string()));
+        }
         let message = Message {
             message_id: uuid::Uuid::now_v7().to_string(),
             context_id: Some(claimed.context_id.clone()),
@@ -382,6 +387,13 @@ impl TaskEngine {
     ) -> Result<TaskId, A2aError> {
         let envelope = answer_in(&message).ok_or(A2aError::Internal)?;
         let answer = answer_envelope(envelope).map_err(|e| e.to_a2a())?;
+        if message.task_id.is_none() {
+            return Err(invalid(
+                "hitl.task_id_required",
+                "an answer names the task whose prompt it answers (message.taskId)",
+            )
+            .to_a2a());
+        }
         check_text(&answer.text).map_err(|e| e.to_a2a())?;
         let id = message.task_id.clone().unwrap_or_default();
         let task = self.owned_task(instance, &id).await?;
@@ -416,6 +428,7 @@ mod tests {
     fn answers_are_one_short_line() {
         assert!(check_text("yes").is_ok());
         assert!(check_text(&"y".repeat(MAX_ANSWER)).is_ok());
+        assert_eq!(MAX_ANSWER, 4095);
         assert!(matches!(
             check_text(&"y".repeat(MAX_ANSWER + 1)),
             Err(AnswerError::Invalid {

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context, bail};
 use serde::Deserialize;
-use warden_a2a::instance::{CommandRuntime, Extension, Instance, Instances, Runtime};
+use warden_a2a::instance::{
+    CommandRuntime, DEFAULT_INSTANCE, Extension, Instance, Instances, Runtime,
+};
 
 use super::{RunsConfig, secs};
 
@@ -73,8 +75,9 @@ pub struct InstanceConfig {
     pub max_output_bytes: Option<u64>,
     /// For `conformance`: `full` (default), `minimal` or `required-extension`.
     pub card_profile: Option<CardProfile>,
-    /// Where adapter commands (`adapter-command/v1`) run [default: the
-    /// server's workspace]. Conformance instances take none.
+    /// Where adapter commands (`adapter-command/v1`) run. Without it an
+    /// instance takes none, except one named `default`, which uses the
+    /// server's workspace. Conformance instances take none.
     pub workspace: Option<PathBuf>,
 }
 
@@ -172,12 +175,21 @@ impl InstanceConfig {
             }
         } else {
             let ws = match &self.workspace {
-                Some(d) => d
-                    .canonicalize()
-                    .with_context(|| format!("a2a instance {name:?}: workspace {}", d.display()))?,
-                None => workspace.to_owned(),
+                Some(d) => Some(d.canonicalize().with_context(|| {
+                    format!("a2a instance {name:?}: workspace {}", d.display())
+                })?),
+                None if name == DEFAULT_INSTANCE => Some(workspace.to_owned()),
+                None => None,
             };
-            instance.set_workspace(ws);
+            if let Some(ws) = ws {
+                if !ws.is_dir() {
+                    bail!(
+                        "a2a instance {name:?}: workspace {} is not a directory",
+                        ws.display()
+                    );
+                }
+                instance.set_workspace(ws);
+            }
         }
         Ok(instance)
     }

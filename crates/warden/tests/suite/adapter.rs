@@ -38,6 +38,21 @@ if (req.action === 'ask' || req.action === 'ask2') {
   });
   process.stdin.on('end', () => { console.log('no input'); process.exit(4); });
 }
+if (req.action === 'secret') { process.stdout.write('Password: '); process.stdin.on('data', () => process.exit(0)); }
+if (req.action === 'drift') {
+  process.stdout.write('Proceed? [y/N] ');
+  setTimeout(() => process.stdout.write('\nno answer yet, going on\n'), 300);
+  process.stdin.on('data', () => process.exit(0));
+}
+if (req.action === 'len') {
+  process.stdout.write('Send it? [y/N] ');
+  let buf = '';
+  process.stdin.setEncoding('utf8');
+  process.stdin.on('data', (d) => {
+    buf += d;
+    if (buf.includes('\n')) { console.log('len ' + buf.slice(0, buf.indexOf('\n')).length); process.exit(0); }
+  });
+}
 "#;
 
 /// A workspace with the runner and request files, and a server in it.
@@ -51,7 +66,9 @@ pub(super) fn serve(dir: &Path) -> Server {
     )
     .unwrap();
     std::fs::create_dir_all(dir.join(".aiwg/ops/runs")).unwrap();
-    for action in ["ok", "fail", "hang", "ask", "ask2"] {
+    for action in [
+        "ok", "fail", "hang", "ask", "ask2", "secret", "drift", "len",
+    ] {
         std::fs::write(
             dir.join(format!(".aiwg/ops/runs/{action}.json")),
             format!(r#"{{"action":"{action}"}}"#),

@@ -149,7 +149,7 @@ async fn stale_duplicate_and_bad_answers_are_refused_and_the_operator_can_answer
         &server,
         Some("1.0"),
         None,
-        answer(&t, &first, &"y".repeat(4097)),
+        answer(&t, &first, &"y".repeat(4096)),
     )
     .await;
     assert_eq!(
@@ -294,4 +294,187 @@ async fn after_a_restart_an_old_prompt_cannot_be_answered() {
         )
         .await;
     assert_eq!(status, 409);
+}
+
+#[tokio::test]
+async fn two_answers_race_and_exactly_one_takes_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let r = call(
+        &server,
+        Some("1.0"),
+        Some(("A2A-Extensions", HITL)),
+        start(".aiwg/ops/runs/ask.json"),
+    )
+    .await;
+    let t = r["result"]["task"].clone();
+    let (prompt_id, _) = prompt_of(&t);
+    let (a, b) = tokio::join!(
+        call(&server, Some("1.0"), None, answer(&t, &prompt_id, "y")),
+        call(&server, Some("1.0"), None, answer(&t, &prompt_id, "y")),
+    );
+    let taken = [&a, &b]
+        .iter()
+        .filter(|r| r.get("result").is_some())
+        .count();
+    assert_eq!(taken, 1, "{a} {b}");
+    let refused = if a.get("error").is_some() { &a } else { &b };
+    assert!(
+        matches!(refused["error"]["code"].as_i64(), Some(-32602 | -32004)),
+        "{refused}"
+    );
+}
+
+#[tokio::test]
+async fn an_answer_must_name_its_task_and_context() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let r = call(
+        &server,
+        Some("1.0"),
+        Some(("A2A-Extensions", HITL)),
+        start(".aiwg/ops/runs/ask.json"),
+    )
+    .await;
+    let t = r["result"]["task"].clone();
+    let (prompt_id, _) = prompt_of(&t);
+    let mut other_context = answer(&t, &prompt_id, "y");
+    other_context["params"]["message"]["contextId"] = json!("another-context");
+    let e = call(&server, Some("1.0"), None, other_context).await;
+    assert_eq!(
+        e["error"]["data"][0]["metadata"]["rule"], "hitl.prompt_mismatch",
+        "{e}"
+    );
+    let mut no_task = answer(&t, &prompt_id, "y");
+    no_task["params"]["message"]
+        .as_object_mut()
+        .unwrap()
+        .remove("taskId");
+    let e = call(&server, Some("1.0"), None, no_task).await;
+    assert_eq!(
+        e["error"]["data"][0]["metadata"]["rule"], "hitl.task_id_required",
+        "{e}"
+    );
+    // Nothing was taken: the right answer still works.
+    let done = call(&server, Some("1.0"), None, answer(&t, &prompt_id, "y")).await;
+    assert_eq!(
+        done["result"]["task"]["status"]["state"], "TASK_STATE_COMPLETED",
+        "{done}"
+    );
+}
+
+#[tokio::test]
+async fn a_prompt_for_a_secret_is_not_offered() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let mut body = start(".aiwg/ops/runs/secret.json");
+    body["params"]["configuration"] = json!({"returnImmediately": true});
+    let r = call(&server, Some("1.0"), Some(("A2A-Extensions", HITL)), body).await;
+    let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let t = loop {
+        let g = call(
+            &server,
+            Some("1.0"),
+            None,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": id}}),
+        )
+        .await;
+        let t = g["result"].clone();
+        let says = t["status"]["message"]["parts"][0]["text"]
+            .as_str()
+            .unwrap_or("")
+            .to_owned();
+        if says.contains("asks for a secret") {
+            break t;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no word about the secret prompt: {t}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(t["status"]["state"], "TASK_STATE_WORKING");
+    let (_, waiting) = server.get("/api/v1/hitl").await;
+    assert_eq!(waiting["prompts"], json!([]));
+    let c = call(
+        &server,
+        Some("1.0"),
+        None,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "CancelTask", "params": {"id": id}}),
+    )
+    .await;
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
+}
+
+#[tokio::test]
+async fn more_output_withdraws_the_prompt() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let r = call(
+        &server,
+        Some("1.0"),
+        Some(("A2A-Extensions", HITL)),
+        start(".aiwg/ops/runs/drift.json"),
+    )
+    .await;
+    let t = r["result"]["task"].clone();
+    assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
+    let (prompt_id, _) = prompt_of(&t);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let g = call(
+            &server,
+            Some("1.0"),
+            None,
+            json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": t["id"]}}),
+        )
+        .await;
+        if g["result"]["status"]["state"] == "TASK_STATE_WORKING" {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the prompt was not withdrawn: {g}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stale = call(&server, Some("1.0"), None, answer(&t, &prompt_id, "y")).await;
+    assert_eq!(
+        stale["error"]["data"][0]["metadata"]["rule"], "hitl.prompt_waiting",
+        "{stale}"
+    );
+    let c = call(
+        &server,
+        Some("1.0"),
+        None,
+        json!({"jsonrpc": "2.0", "id": 4, "method": "CancelTask", "params": {"id": t["id"]}}),
+    )
+    .await;
+    assert_eq!(c["result"]["status"]["state"], "TASK_STATE_CANCELED", "{c}");
+}
+
+#[tokio::test]
+async fn the_longest_answer_arrives_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = serve(dir.path());
+    let r = call(
+        &server,
+        Some("1.0"),
+        Some(("A2A-Extensions", HITL)),
+        start(".aiwg/ops/runs/len.json"),
+    )
+    .await;
+    let t = r["result"]["task"].clone();
+    let (prompt_id, _) = prompt_of(&t);
+    let done = call(
+        &server,
+        Some("1.0"),
+        None,
+        answer(&t, &prompt_id, &"y".repeat(4095)),
+    )
+    .await;
+    let t2 = &done["result"]["task"];
+    assert_eq!(t2["status"]["state"], "TASK_STATE_COMPLETED", "{done}");
+    assert!(output(t2).contains("len 4095"), "{}", output(t2));
 }
