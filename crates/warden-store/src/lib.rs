@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 mod audit;
+mod bus;
 mod error;
 mod events;
 mod runs;
@@ -16,6 +17,7 @@ mod tasks;
 mod writer;
 
 pub use audit::AuditEntry;
+pub use bus::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules};
 pub use error::StoreError;
 pub use events::{Committed, EntityChanges, EventRecord};
 pub use store::{CommitMode, Store};

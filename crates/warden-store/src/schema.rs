@@ -92,6 +92,49 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (task_id, artifact_id)
     ) WITHOUT ROWID;
     "#,
+    // 3: the scratchpad bus: agents, messages under leases, resource leases.
+    r#"
+    CREATE TABLE bus_agents (
+        name          TEXT PRIMARY KEY,
+        capabilities  TEXT NOT NULL,
+        registered_at INTEGER NOT NULL,
+        last_poll     INTEGER
+    ) WITHOUT ROWID;
+
+    CREATE TABLE bus_messages (
+        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        id          TEXT NOT NULL UNIQUE,
+        sender      TEXT NOT NULL,
+        recipient   TEXT NOT NULL,
+        type        TEXT NOT NULL,
+        capability  TEXT NOT NULL,
+        payload     TEXT NOT NULL,
+        ttl_ms      INTEGER NOT NULL,
+        status      TEXT NOT NULL,
+        ts          INTEGER NOT NULL,
+        reply_to    TEXT,
+        attempts    INTEGER NOT NULL DEFAULT 0,
+        lease_token TEXT,
+        visible_at  INTEGER NOT NULL,
+        result      TEXT,
+        error       TEXT,
+        history     TEXT NOT NULL DEFAULT '[]',
+        done_at     INTEGER
+    );
+    -- Poll: a recipient's deliverable messages in order.
+    CREATE INDEX bus_ready ON bus_messages(recipient, status, visible_at, seq);
+    CREATE INDEX bus_done ON bus_messages(status, done_at);
+
+    -- The human at the keyboard, the seed's default agent.
+    INSERT INTO bus_agents (name, capabilities, registered_at) VALUES ('user', '[]', 0);
+
+    CREATE TABLE bus_leases (
+        resource   TEXT PRIMARY KEY,
+        holder     TEXT,
+        fencing    INTEGER NOT NULL,
+        expires_at INTEGER
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -18,6 +18,8 @@ pub struct Cli {
 pub enum Command {
     /// Run the daemon: HTTP API on 127.0.0.1:8122 with the embedded store.
     Serve(ServeArgs),
+    /// The scratchpad bus: agent mailboxes with leases (also run as a2a-post, a2a-poll, …).
+    Bus(crate::cmd_bus::BusArgs),
     /// Run one command under the supervisor and report its outcome.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),

@@ -3,6 +3,7 @@
 
 mod a2a_runner;
 mod cli;
+mod cmd_bus;
 mod cmd_run;
 mod config;
 mod runs;
@@ -14,10 +15,10 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse();
+    let cli = cli::Cli::parse_from(cmd_bus::rewrite_link(std::env::args_os().collect()));
     let default_level = match cli.command {
         cli::Command::Serve(_) => "info",
-        cli::Command::Run(_) => "warn",
+        cli::Command::Run(_) | cli::Command::Bus(_) => "warn",
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -41,6 +42,7 @@ fn main() -> ExitCode {
         match cli.command {
             cli::Command::Serve(args) => serve::main(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Run(args) => cmd_run::main(args).await,
+            cli::Command::Bus(args) => cmd_bus::main(args).await,
         }
     });
     match result {

@@ -4,6 +4,7 @@ mod a2a_conformance;
 mod a2a_rest03;
 mod adapter;
 mod api;
+mod bus;
 mod cli;
 mod harness;
 mod hitl;

@@ -1,0 +1,249 @@
+//! The scratchpad bus: the seed's agent mailboxes (post, poll, ack, reject,
+//! status, prune, register, unregister) on the warden store instead of one
+//! JSON file rewritten whole. Every acknowledged operation is durable; a
+//! poll leases what it delivers, and only the lease's holder may finish a
+//! message before the lease expires.
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+use serde_json::Value;
+use warden_store::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, Store, StoreError};
+
+/// The bus's limits and timings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BusConfig {
+    /// How long a poll's lease lasts.
+    pub visibility: Duration,
+    /// Deliveries before a message goes to the dead letters.
+    pub max_attempts: u32,
+    /// The largest payload, in bytes of JSON.
+    pub max_payload: usize,
+    /// Finished messages older than this are pruned.
+    pub keep_done: Duration,
+    /// A message's TTL when the poster names none (the seed's 300 s).
+    pub default_ttl: Duration,
+}
+
+impl Default for BusConfig {
+    fn default() -> Self {
+        Self {
+            visibility: Duration::from_secs(30),
+            max_attempts: 5,
+            max_payload: 256 * 1024,
+            keep_done: Duration::from_secs(3600),
+            default_ttl: Duration::from_secs(300),
+        }
+    }
+}
+
+/// Why a bus operation was refused or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BusError {
+    /// The request is wrong; nothing changed.
+    #[error("{field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+    /// No such agent.
+    #[error(
+        "no agent named {0:?} is registered (register it with `warden bus register {0} <capabilities>`)"
+    )]
+    UnknownAgent(String),
+    /// No such message.
+    #[error("no message {0:?} on the bus")]
+    UnknownMessage(String),
+    /// The lease check failed: not delivered, another lease, or expired.
+    #[error("{0}")]
+    NotLeased(String),
+    /// The store failed; the operation may not have happened.
+    #[error("the bus store failed: {0}")]
+    Store(StoreError),
+}
+
+impl From<StoreError> for BusError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound {
+                kind: "bus agent",
+                id,
+            } => Self::UnknownAgent(id),
+            StoreError::NotFound {
+                kind: "bus message",
+                id,
+            } => Self::UnknownMessage(id),
+            StoreError::Rejected(c) => Self::NotLeased(c.to_string()),
+            other => Self::Store(other),
+        }
+    }
+}
+
+fn invalid(field: &'static str, message: impl Into<String>) -> BusError {
+    BusError::Invalid {
+        field,
+        message: message.into(),
+    }
+}
+
+/// A name for an agent, a type or a capability: printable, no spaces.
+fn check_name(field: &'static str, v: &str) -> Result<(), BusError> {
+    if v.is_empty() || v.len() > 128 || v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(
+            field,
+            format!("{v:?} must be 1 to 128 printable characters without spaces"),
+        ));
+    }
+    Ok(())
+}
+
+/// A message to post.
+#[derive(Debug, Clone, Copy)]
+pub struct Post<'a> {
+    pub from: &'a str,
+    pub to: &'a str,
+    pub kind: &'a str,
+    pub capability: &'a str,
+    /// JSON text.
+    pub payload: &'a str,
+    /// Milliseconds; `None`: the default; 0: no limit.
+    pub ttl: Option<i64>,
+    pub reply_to: Option<&'a str>,
+}
+
+/// The bus over a store.
+#[derive(Debug, Clone)]
+pub struct Bus {
+    store: Store,
+    config: BusConfig,
+}
+
+impl Bus {
+    pub fn new(store: Store, config: BusConfig) -> Self {
+        Self { store, config }
+    }
+
+    pub fn config(&self) -> &BusConfig {
+        &self.config
+    }
+
+    /// `register <name> <capabilities>` (comma- or space-separated).
+    pub async fn register(
+        &self,
+        name: &str,
+        capabilities: &[String],
+    ) -> Result<BusAgent, BusError> {
+        check_name("name", name)?;
+        let caps: Vec<String> = capabilities
+            .iter()
+            .flat_map(|c| c.split(','))
+            .map(str::trim)
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned)
+            .collect();
+        for c in &caps {
+            check_name("capabilities", c)?;
+        }
+        Ok(self.store.bus_register(name, caps).await?)
+    }
+
+    /// `unregister <id>`: its unfinished messages fail, saying why.
+    pub async fn unregister(&self, name: &str) -> Result<u64, BusError> {
+        Ok(self
+            .store
+            .bus_unregister(name, &format!("agent {name} was unregistered"))
+            .await?)
+    }
+
+    /// `post <to> <type> <capability> <payload…>`: the payload is JSON.
+    pub async fn post(&self, p: &Post<'_>) -> Result<BusMessage, BusError> {
+        let Post {
+            from,
+            to,
+            kind,
+            capability,
+            payload,
+            ttl,
+            reply_to,
+        } = *p;
+        check_name("from", from)?;
+        check_name("to", to)?;
+        check_name("type", kind)?;
+        check_name("capability", capability)?;
+        if payload.len() > self.config.max_payload {
+            return Err(invalid(
+                "payload",
+                format!(
+                    "{} bytes is over the {}-byte cap",
+                    payload.len(),
+                    self.config.max_payload
+                ),
+            ));
+        }
+        let payload: Value = serde_json::from_str(payload)
+            .map_err(|e| invalid("payload", format!("not valid JSON: {e}")))?;
+        let ttl = match ttl {
+            None => self.config.default_ttl.as_millis() as u64,
+            Some(t) if t < 0 => return Err(invalid("ttl", format!("{t} is negative"))),
+            Some(t) => t as u64,
+        };
+        Ok(self
+            .store
+            .bus_post(NewBusMessage {
+                from: from.to_owned(),
+                to: to.to_owned(),
+                kind: kind.to_owned(),
+                capability: capability.to_owned(),
+                payload,
+                ttl,
+                reply_to: reply_to.map(str::to_owned),
+            })
+            .await?)
+    }
+
+    /// `poll [agentId]`: delivers under leases.
+    pub async fn poll(&self, agent: &str, limit: u32) -> Result<Vec<BusMessage>, BusError> {
+        Ok(self
+            .store
+            .bus_poll(
+                agent,
+                PollRules {
+                    visibility: self.config.visibility.as_millis() as u64,
+                    max_attempts: self.config.max_attempts,
+                    limit: limit.clamp(1, 1000),
+                },
+            )
+            .await?)
+    }
+
+    /// `ack <msgId> <result…>` with the lease the poll gave. The result is
+    /// JSON if it parses, else a string.
+    pub async fn ack(&self, id: &str, lease: &str, result: &str) -> Result<BusMessage, BusError> {
+        let result =
+            serde_json::from_str(result).unwrap_or_else(|_| Value::String(result.to_owned()));
+        Ok(self.store.bus_ack(id, lease, result).await?)
+    }
+
+    /// `reject <msgId> <error…>` with the lease the poll gave.
+    pub async fn reject(&self, id: &str, lease: &str, error: &str) -> Result<BusMessage, BusError> {
+        Ok(self.store.bus_reject(id, lease, error).await?)
+    }
+
+    /// `status`: counts per agent.
+    pub async fn status(&self) -> Result<Vec<BusCounts>, BusError> {
+        Ok(self.store.bus_status().await?)
+    }
+
+    /// `prune`: (expired, finished) counts removed.
+    pub async fn prune(&self) -> Result<(u64, u64), BusError> {
+        Ok(self
+            .store
+            .bus_prune(self.config.keep_done.as_millis() as u64)
+            .await?)
+    }
+
+    /// One message.
+    pub async fn message(&self, id: &str) -> Result<BusMessage, BusError> {
+        Ok(self.store.bus_message(id).await?)
+    }
+}

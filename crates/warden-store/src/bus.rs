@@ -1,0 +1,465 @@
+//! The scratchpad bus's storage: agents, messages under leases, and their
+//! transitions, each in one transaction. The rules (who may post, payload
+//! limits) live in `warden-bus`; here is what the store guarantees: a
+//! message has at most one live lease, an ack or reject counts only with
+//! that lease's token before it expires, and nothing past its TTL is
+//! delivered.
+
+use rusqlite::{Connection, OptionalExtension, params};
+use serde::Serialize;
+use serde_json::{Value, json};
+use warden_core::{CoreError, Timestamp};
+
+use crate::{Store, StoreError};
+
+/// A message on the bus.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BusMessage {
+    pub id: String,
+    pub from: String,
+    pub to: String,
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub capability: String,
+    pub payload: Value,
+    /// Milliseconds it may wait to be delivered; 0: no limit.
+    pub ttl: u64,
+    /// `pending`, `delivered`, `completed`, `failed`, or `dead` (too many deliveries).
+    pub status: String,
+    /// Posted at, ms since the epoch.
+    pub ts: u64,
+    pub reply_to: Option<String>,
+    /// How many times it was delivered.
+    pub attempts: u32,
+    /// The current lease's token, while delivered.
+    pub lease_token: Option<String>,
+    /// When it is (again) deliverable: posted at, or its lease's expiry.
+    pub visible_at: u64,
+    pub result: Option<Value>,
+    pub error: Option<String>,
+    /// Earlier deliveries whose leases expired.
+    pub history: Value,
+}
+
+/// What a poster sends.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewBusMessage {
+    pub from: String,
+    pub to: String,
+    pub kind: String,
+    pub capability: String,
+    pub payload: Value,
+    pub ttl: u64,
+    pub reply_to: Option<String>,
+}
+
+/// A registered agent.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct BusAgent {
+    pub name: String,
+    pub capabilities: Vec<String>,
+    pub registered_at: u64,
+    pub last_poll: Option<u64>,
+}
+
+/// Messages addressed to one agent, by status.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BusCounts {
+    pub agent: String,
+    pub registered: bool,
+    pub pending: u64,
+    pub delivered: u64,
+    pub completed: u64,
+    pub failed: u64,
+    pub dead: u64,
+}
+
+/// How a poll delivers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PollRules {
+    /// A lease lasts this long (ms).
+    pub visibility: u64,
+    /// Deliveries before a message goes to the dead letters.
+    pub max_attempts: u32,
+    /// At most this many messages.
+    pub limit: u32,
+}
+
+const COLUMNS: &str = "id, sender, recipient, type, capability, payload, ttl_ms, status, ts, reply_to, attempts, lease_token, visible_at, result, error, history";
+
+fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<BusMessage> {
+    let json = |s: String| serde_json::from_str(&s).unwrap_or(Value::Null);
+    Ok(BusMessage {
+        id: r.get(0)?,
+        from: r.get(1)?,
+        to: r.get(2)?,
+        kind: r.get(3)?,
+        capability: r.get(4)?,
+        payload: json(r.get(5)?),
+        ttl: r.get::<_, i64>(6)?.max(0) as u64,
+        status: r.get(7)?,
+        ts: r.get::<_, i64>(8)?.max(0) as u64,
+        reply_to: r.get(9)?,
+        attempts: r.get::<_, i64>(10)?.max(0) as u32,
+        lease_token: r.get(11)?,
+        visible_at: r.get::<_, i64>(12)?.max(0) as u64,
+        result: r.get::<_, Option<String>>(13)?.map(json),
+        error: r.get(14)?,
+        history: json(r.get(15)?),
+    })
+}
+
+fn now() -> i64 {
+    Timestamp::now().as_millis() as i64
+}
+
+fn get(c: &Connection, id: &str) -> Result<BusMessage, StoreError> {
+    c.prepare_cached(&format!("SELECT {COLUMNS} FROM bus_messages WHERE id = ?1"))?
+        .query_row([id], row)
+        .optional()?
+        .ok_or_else(|| StoreError::NotFound {
+            kind: "bus message",
+            id: id.to_owned(),
+        })
+}
+
+fn refuse(field: &str, message: String) -> StoreError {
+    CoreError::field(field, message).into()
+}
+
+fn agent_exists(c: &Connection, name: &str) -> Result<bool, StoreError> {
+    Ok(
+        c.prepare_cached("SELECT 1 FROM bus_agents WHERE name = ?1")?
+            .query_row([name], |_| Ok(()))
+            .optional()?
+            .is_some(),
+    )
+}
+
+/// The one message `id` leased under `token`, live now: what ack and
+/// reject may change.
+fn leased(c: &Connection, id: &str, token: &str) -> Result<(), StoreError> {
+    let m = get(c, id)?;
+    if m.status != "delivered" {
+        return Err(refuse(
+            "msgId",
+            format!(
+                "message {id} is {}, not delivered; nothing to acknowledge",
+                m.status
+            ),
+        ));
+    }
+    if m.lease_token.as_deref() != Some(token) {
+        return Err(refuse(
+            "lease",
+            format!("that lease is not message {id}'s current one (it was delivered again since)"),
+        ));
+    }
+    if m.visible_at as i64 <= now() {
+        return Err(refuse(
+            "lease",
+            format!("the lease on message {id} expired; it will be delivered again"),
+        ));
+    }
+    Ok(())
+}
+
+fn finish(
+    c: &Connection,
+    id: &str,
+    status: &str,
+    result: Option<&Value>,
+    error: Option<&str>,
+) -> Result<BusMessage, StoreError> {
+    c.prepare_cached(
+        "UPDATE bus_messages SET status = ?2, result = ?3, error = ?4, lease_token = NULL, done_at = ?5 WHERE id = ?1",
+    )?
+    .execute(params![
+        id,
+        status,
+        result.map(Value::to_string),
+        error,
+        now()
+    ])?;
+    get(c, id)
+}
+
+impl Store {
+    /// Registers (or re-registers) agent `name`.
+    pub async fn bus_register(
+        &self,
+        name: &str,
+        capabilities: Vec<String>,
+    ) -> Result<BusAgent, StoreError> {
+        let name = name.to_owned();
+        self.write(move |c| {
+            let caps = serde_json::to_string(&capabilities)?;
+            c.prepare_cached(
+                "INSERT INTO bus_agents (name, capabilities, registered_at) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(name) DO UPDATE SET capabilities = excluded.capabilities",
+            )?
+            .execute(params![name, caps, now()])?;
+            agent(c, &name)
+        })
+        .await
+    }
+
+    /// Removes agent `name`; its pending and delivered messages fail with
+    /// `reason`. Returns how many.
+    pub async fn bus_unregister(&self, name: &str, reason: &str) -> Result<u64, StoreError> {
+        let (name, reason) = (name.to_owned(), reason.to_owned());
+        self.write(move |c| {
+            if c.prepare_cached("DELETE FROM bus_agents WHERE name = ?1")?.execute([&name])? == 0 {
+                return Err(StoreError::NotFound {
+                    kind: "bus agent",
+                    id: name.clone(),
+                });
+            }
+            let failed = c
+                .prepare_cached(
+                    "UPDATE bus_messages SET status = 'failed', error = ?2, lease_token = NULL, done_at = ?3
+                     WHERE recipient = ?1 AND status IN ('pending', 'delivered')",
+                )?
+                .execute(params![name, reason, now()])?;
+            Ok(failed as u64)
+        })
+        .await
+    }
+
+    /// The registered agents.
+    pub async fn bus_agents(&self) -> Result<Vec<BusAgent>, StoreError> {
+        self.read(|c| {
+            let names: Vec<String> = c
+                .prepare_cached("SELECT name FROM bus_agents ORDER BY name")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            names.iter().map(|n| agent(c, n)).collect()
+        })
+        .await
+    }
+
+    /// Posts a message to a registered agent.
+    pub async fn bus_post(&self, m: NewBusMessage) -> Result<BusMessage, StoreError> {
+        self.write(move |c| {
+            if !agent_exists(c, &m.to)? {
+                return Err(StoreError::NotFound {
+                    kind: "bus agent",
+                    id: m.to.clone(),
+                });
+            }
+            let id = format!("msg_{}", uuid::Uuid::now_v7().simple());
+            let ts = now();
+            c.prepare_cached(
+                "INSERT INTO bus_messages (id, sender, recipient, type, capability, payload, ttl_ms, status, ts, reply_to, visible_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'pending', ?8, ?9, ?8)",
+            )?
+            .execute(params![
+                id,
+                m.from,
+                m.to,
+                m.kind,
+                m.capability,
+                m.payload.to_string(),
+                m.ttl as i64,
+                ts,
+                m.reply_to
+            ])?;
+            get(c, &id)
+        })
+        .await
+    }
+
+    /// Delivers `agent`'s deliverable messages (pending, or delivered under
+    /// a lease that expired) under fresh leases, oldest first; a message
+    /// past its TTL is never delivered, and one delivered `max_attempts`
+    /// times goes to the dead letters instead.
+    pub async fn bus_poll(
+        &self,
+        agent_name: &str,
+        rules: PollRules,
+    ) -> Result<Vec<BusMessage>, StoreError> {
+        let agent_name = agent_name.to_owned();
+        self.write(move |c| {
+            let t = now();
+            if c
+                .prepare_cached("UPDATE bus_agents SET last_poll = ?2 WHERE name = ?1")?
+                .execute(params![agent_name, t])?
+                == 0
+            {
+                return Err(StoreError::NotFound {
+                    kind: "bus agent",
+                    id: agent_name.clone(),
+                });
+            }
+            let ready: Vec<BusMessage> = c
+                .prepare_cached(&format!(
+                    "SELECT {COLUMNS} FROM bus_messages
+                     WHERE recipient = ?1 AND status IN ('pending', 'delivered') AND visible_at <= ?2
+                       AND (ttl_ms = 0 OR ts + ttl_ms > ?2)
+                     ORDER BY seq LIMIT ?3"
+                ))?
+                .query_map(params![agent_name, t, rules.limit], row)?
+                .collect::<Result<_, _>>()?;
+            let mut out = Vec::with_capacity(ready.len());
+            for m in ready {
+                let mut history = m.history.as_array().cloned().unwrap_or_default();
+                if m.status == "delivered" {
+                    history.push(json!({ "attempt": m.attempts, "lease_expired_at": m.visible_at }));
+                }
+                if m.attempts >= rules.max_attempts {
+                    c.prepare_cached(
+                        "UPDATE bus_messages SET status = 'dead', lease_token = NULL, history = ?2, done_at = ?3,
+                         error = ?4 WHERE id = ?1",
+                    )?
+                    .execute(params![
+                        m.id,
+                        Value::Array(history).to_string(),
+                        t,
+                        format!("not acknowledged after {} deliveries", m.attempts)
+                    ])?;
+                    continue;
+                }
+                let token = uuid::Uuid::now_v7().simple().to_string();
+                c.prepare_cached(
+                    "UPDATE bus_messages SET status = 'delivered', attempts = attempts + 1, lease_token = ?2,
+                     visible_at = ?3, history = ?4 WHERE id = ?1",
+                )?
+                .execute(params![
+                    m.id,
+                    token,
+                    t + rules.visibility as i64,
+                    Value::Array(history).to_string()
+                ])?;
+                out.push(get(c, &m.id)?);
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    /// Completes message `id` with `result`, if `token` is its live lease.
+    pub async fn bus_ack(
+        &self,
+        id: &str,
+        token: &str,
+        result: Value,
+    ) -> Result<BusMessage, StoreError> {
+        let (id, token) = (id.to_owned(), token.to_owned());
+        self.write(move |c| {
+            leased(c, &id, &token)?;
+            finish(c, &id, "completed", Some(&result), None)
+        })
+        .await
+    }
+
+    /// Fails message `id` with `error`, if `token` is its live lease.
+    pub async fn bus_reject(
+        &self,
+        id: &str,
+        token: &str,
+        error: &str,
+    ) -> Result<BusMessage, StoreError> {
+        let (id, token, error) = (id.to_owned(), token.to_owned(), error.to_owned());
+        self.write(move |c| {
+            leased(c, &id, &token)?;
+            finish(c, &id, "failed", None, Some(&error))
+        })
+        .await
+    }
+
+    /// One message.
+    pub async fn bus_message(&self, id: &str) -> Result<BusMessage, StoreError> {
+        let id = id.to_owned();
+        self.read(move |c| get(c, &id)).await
+    }
+
+    /// Counts per agent: every registered agent, and every recipient with messages.
+    pub async fn bus_status(&self) -> Result<Vec<BusCounts>, StoreError> {
+        self.read(|c| {
+            let mut out: std::collections::BTreeMap<String, BusCounts> =
+                std::collections::BTreeMap::new();
+            let names: Vec<String> = c
+                .prepare_cached("SELECT name FROM bus_agents")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            for n in names {
+                out.insert(
+                    n.clone(),
+                    BusCounts {
+                        agent: n,
+                        registered: true,
+                        ..BusCounts::default()
+                    },
+                );
+            }
+            let mut stmt = c.prepare_cached(
+                "SELECT recipient, status, COUNT(*) FROM bus_messages GROUP BY recipient, status",
+            )?;
+            let rows = stmt.query_map([], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                ))
+            })?;
+            for r in rows {
+                let (agent, status, n) = r?;
+                let e = out.entry(agent.clone()).or_insert_with(|| BusCounts {
+                    agent,
+                    ..BusCounts::default()
+                });
+                let n = n.max(0) as u64;
+                match status.as_str() {
+                    "pending" => e.pending += n,
+                    "delivered" => e.delivered += n,
+                    "completed" => e.completed += n,
+                    "failed" => e.failed += n,
+                    _ => e.dead += n,
+                }
+            }
+            Ok(out.into_values().collect())
+        })
+        .await
+    }
+
+    /// Removes messages past their TTL that were never finished, and
+    /// finished ones (completed or failed) older than `done_age` ms.
+    /// Returns (expired, finished) counts.
+    pub async fn bus_prune(&self, done_age: u64) -> Result<(u64, u64), StoreError> {
+        self.write(move |c| {
+            let t = now();
+            let expired = c
+                .prepare_cached(
+                    "DELETE FROM bus_messages WHERE status IN ('pending', 'delivered')
+                     AND ttl_ms > 0 AND ts + ttl_ms <= ?1",
+                )?
+                .execute([t])?;
+            let done = c
+                .prepare_cached(
+                    "DELETE FROM bus_messages WHERE status IN ('completed', 'failed') AND done_at <= ?1",
+                )?
+                .execute([t - done_age as i64])?;
+            Ok((expired as u64, done as u64))
+        })
+        .await
+    }
+}
+
+fn agent(c: &Connection, name: &str) -> Result<BusAgent, StoreError> {
+    c.prepare_cached(
+        "SELECT name, capabilities, registered_at, last_poll FROM bus_agents WHERE name = ?1",
+    )?
+    .query_row([name], |r| {
+        Ok(BusAgent {
+            name: r.get(0)?,
+            capabilities: serde_json::from_str(&r.get::<_, String>(1)?).unwrap_or_default(),
+            registered_at: r.get::<_, i64>(2)?.max(0) as u64,
+            last_poll: r.get::<_, Option<i64>>(3)?.map(|v| v.max(0) as u64),
+        })
+    })
+    .optional()?
+    .ok_or_else(|| StoreError::NotFound {
+        kind: "bus agent",
+        id: name.to_owned(),
+    })
+}

@@ -1,0 +1,276 @@
+//! `warden bus …` (and the seed's names, `a2a-post` and friends, when the
+//! binary is run through a link of that name): the scratchpad bus on the
+//! store in `WARDEN_HOME`, used directly, so agents on this machine need no
+//! server. Human-readable output, or `--json`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use serde_json::json;
+use warden_bus::{Bus, BusConfig, BusError, Post};
+use warden_store::{BusMessage, CommitMode, Store};
+
+#[derive(Debug, Args)]
+pub struct BusArgs {
+    /// Data directory [default: ./.warden].
+    #[arg(long, env = "WARDEN_HOME", global = true)]
+    pub home: Option<PathBuf>,
+    /// The agent this command acts as [default: user].
+    #[arg(long = "as", env = "WARDEN_AGENT", global = true, value_name = "AGENT")]
+    pub agent: Option<String>,
+    /// Print JSON for scripts.
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: BusCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum BusCommand {
+    /// Post a message: <to> <type> <capability> <payload…> (the payload is JSON).
+    Post {
+        to: String,
+        #[arg(value_name = "TYPE")]
+        kind: String,
+        capability: String,
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        payload: Vec<String>,
+        /// Milliseconds it may wait to be delivered (0: no limit) [default: 300000].
+        #[arg(long, allow_hyphen_values = true)]
+        ttl: Option<i64>,
+        /// The message this one answers.
+        #[arg(long)]
+        reply_to: Option<String>,
+    },
+    /// Take the agent's deliverable messages under leases [default agent: the current one].
+    Poll {
+        agent: Option<String>,
+        /// At most this many.
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Complete a message with a result (JSON, or text).
+    Ack {
+        msg_id: String,
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        result: Vec<String>,
+        /// The lease the poll gave [env: WARDEN_BUS_LEASE].
+        #[arg(long, env = "WARDEN_BUS_LEASE")]
+        lease: Option<String>,
+    },
+    /// Fail a message with an error.
+    Reject {
+        msg_id: String,
+        #[arg(required = true, num_args = 1.., trailing_var_arg = true, allow_hyphen_values = true)]
+        error: Vec<String>,
+        /// The lease the poll gave [env: WARDEN_BUS_LEASE].
+        #[arg(long, env = "WARDEN_BUS_LEASE")]
+        lease: Option<String>,
+    },
+    /// Messages per agent, by status.
+    Status,
+    /// Remove expired messages and finished ones older than an hour, now.
+    Prune,
+    /// Register an agent: <name> <capabilities> (comma- or space-separated).
+    Register {
+        name: String,
+        capabilities: Vec<String>,
+    },
+    /// Remove an agent; its unfinished messages fail.
+    Unregister { id: String },
+}
+
+/// The seed's command names, as links to this binary.
+pub const LINK_NAMES: [(&str, &str); 8] = [
+    ("a2a-post", "post"),
+    ("a2a-poll", "poll"),
+    ("a2a-ack", "ack"),
+    ("a2a-reject", "reject"),
+    ("a2a-status", "status"),
+    ("a2a-prune", "prune"),
+    ("agent-register", "register"),
+    ("agent-unregister", "unregister"),
+];
+
+/// `a2a-post x …` run through a link becomes `warden bus post x …`.
+pub fn rewrite_link(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let name = args
+        .first()
+        .and_then(|a| std::path::Path::new(a).file_name())
+        .and_then(|n| n.to_str())
+        .unwrap_or("");
+    match LINK_NAMES.iter().find(|(link, _)| *link == name) {
+        Some((_, sub)) => {
+            let mut out = vec!["warden".into(), "bus".into(), (*sub).into()];
+            out.extend(args.into_iter().skip(1));
+            out
+        }
+        None => args,
+    }
+}
+
+fn line(m: &BusMessage) -> String {
+    let mut s = format!(
+        "{} from {} to {} [{} {}] {}",
+        m.id, m.from, m.to, m.kind, m.capability, m.status
+    );
+    if let Some(l) = &m.lease_token {
+        s.push_str(&format!(" lease={l} attempts={}", m.attempts));
+    }
+    s.push_str(&format!("\n  payload: {}", m.payload));
+    if let Some(r) = &m.result {
+        s.push_str(&format!("\n  result: {r}"));
+    }
+    if let Some(e) = &m.error {
+        s.push_str(&format!("\n  error: {e}"));
+    }
+    s
+}
+
+fn need_lease(lease: Option<String>) -> Result<String, BusError> {
+    lease.ok_or_else(|| BusError::Invalid {
+        field: "lease",
+        message: "give the lease token the poll printed (--lease TOKEN or WARDEN_BUS_LEASE)".into(),
+    })
+}
+
+pub async fn main(args: BusArgs) -> anyhow::Result<ExitCode> {
+    let home = args
+        .home
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(".warden"));
+    std::fs::create_dir_all(&home)
+        .with_context(|| format!("cannot create WARDEN_HOME {}", home.display()))?;
+    let store = Store::open(&home.join("warden.db"), CommitMode::Group)?;
+    let bus = Bus::new(store.clone(), BusConfig::default());
+    let me = args.agent.clone().unwrap_or_else(|| "user".to_owned());
+    let json = args.json;
+    let out = run(&bus, &me, args.command).await;
+    store.close();
+    match out {
+        Ok((value, text)) => {
+            if json {
+                println!("{value}");
+            } else {
+                println!("{text}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            if json {
+                println!("{}", json!({ "error": e.to_string() }));
+            } else {
+                eprintln!("warden bus: {e}");
+            }
+            Ok(ExitCode::from(match e {
+                BusError::Store(_) => 3,
+                _ => 1,
+            }))
+        }
+    }
+}
+
+async fn run(
+    bus: &Bus,
+    me: &str,
+    command: BusCommand,
+) -> Result<(serde_json::Value, String), BusError> {
+    Ok(match command {
+        BusCommand::Post {
+            to,
+            kind,
+            capability,
+            payload,
+            ttl,
+            reply_to,
+        } => {
+            let payload = payload.join(" ");
+            let m = bus
+                .post(&Post {
+                    from: me,
+                    to: &to,
+                    kind: &kind,
+                    capability: &capability,
+                    payload: &payload,
+                    ttl,
+                    reply_to: reply_to.as_deref(),
+                })
+                .await?;
+            let text = format!("posted {} to {}", m.id, m.to);
+            (json!(m), text)
+        }
+        BusCommand::Poll { agent, limit } => {
+            let agent = agent.unwrap_or_else(|| me.to_owned());
+            let got = bus.poll(&agent, limit).await?;
+            let text = if got.is_empty() {
+                format!("no messages for {agent}")
+            } else {
+                got.iter().map(line).collect::<Vec<_>>().join("\n")
+            };
+            (json!({ "agent": agent, "messages": got }), text)
+        }
+        BusCommand::Ack {
+            msg_id,
+            result,
+            lease,
+        } => {
+            let m = bus
+                .ack(&msg_id, &need_lease(lease)?, &result.join(" "))
+                .await?;
+            let text = format!("{} completed", m.id);
+            (json!(m), text)
+        }
+        BusCommand::Reject {
+            msg_id,
+            error,
+            lease,
+        } => {
+            let m = bus
+                .reject(&msg_id, &need_lease(lease)?, &error.join(" "))
+                .await?;
+            let text = format!("{} failed: {}", m.id, m.error.clone().unwrap_or_default());
+            (json!(m), text)
+        }
+        BusCommand::Status => {
+            let counts = bus.status().await?;
+            let mut text = format!(
+                "{:<20} {:>8} {:>9} {:>9} {:>7} {:>5}",
+                "agent", "pending", "delivered", "completed", "failed", "dead"
+            );
+            for c in &counts {
+                text.push_str(&format!(
+                    "\n{:<20} {:>8} {:>9} {:>9} {:>7} {:>5}{}",
+                    c.agent,
+                    c.pending,
+                    c.delivered,
+                    c.completed,
+                    c.failed,
+                    c.dead,
+                    if c.registered {
+                        ""
+                    } else {
+                        "  (not registered)"
+                    }
+                ));
+            }
+            (json!({ "agents": counts }), text)
+        }
+        BusCommand::Prune => {
+            let (expired, finished) = bus.prune().await?;
+            let text = format!("pruned {expired} expired and {finished} finished messages");
+            (json!({ "expired": expired, "finished": finished }), text)
+        }
+        BusCommand::Register { name, capabilities } => {
+            let a = bus.register(&name, &capabilities).await?;
+            let text = format!("registered {} ({})", a.name, a.capabilities.join(", "));
+            (json!(a), text)
+        }
+        BusCommand::Unregister { id } => {
+            let failed = bus.unregister(&id).await?;
+            let text = format!("unregistered {id}; {failed} unfinished messages failed");
+            (json!({ "agent": id, "failed": failed }), text)
+        }
+    })
+}
