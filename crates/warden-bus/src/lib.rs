@@ -5,7 +5,11 @@
 //! message before the lease expires.
 #![forbid(unsafe_code)]
 
+mod wait;
+
 use std::time::Duration;
+
+pub use wait::StoreWatch;
 
 use serde_json::Value;
 use warden_store::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, Store, StoreError};
@@ -214,6 +218,46 @@ impl Bus {
                 },
             )
             .await?)
+    }
+
+    /// `poll --wait`: as [`Bus::poll`], but when nothing is deliverable,
+    /// waits (sleeping, woken by writes to the store from any process, or
+    /// by the agent's earliest lease running out) until something is or
+    /// `wait` has passed.
+    pub async fn poll_wait(
+        &self,
+        agent: &str,
+        limit: u32,
+        wait: Duration,
+    ) -> Result<Vec<BusMessage>, BusError> {
+        let deadline = tokio::time::Instant::now() + wait;
+        // Watching starts before the first look, so nothing falls between.
+        let mut watch = StoreWatch::new(self.store.path()).map_err(|e| {
+            BusError::Store(StoreError::Open {
+                path: self.store.path().display().to_string(),
+                why: format!("cannot watch the store for changes: {e}"),
+            })
+        })?;
+        loop {
+            let got = self.poll(agent, limit).await?;
+            if !got.is_empty() || tokio::time::Instant::now() >= deadline {
+                return Ok(got);
+            }
+            let mut until = deadline;
+            if let Some(expiry) = self.store.bus_next_expiry(agent).await? {
+                let now = warden_core::Timestamp::now().as_millis();
+                let at = tokio::time::Instant::now()
+                    + Duration::from_millis(expiry.saturating_sub(now) + 1);
+                until = until.min(at);
+            }
+            tokio::select! {
+                woke = watch.changed() => woke.map_err(|e| BusError::Store(StoreError::Open {
+                    path: self.store.path().display().to_string(),
+                    why: format!("watching the store failed: {e}"),
+                }))?,
+                () = tokio::time::sleep_until(until) => {}
+            }
+        }
     }
 
     /// `ack <msgId> <result…>` with the lease the poll gave. The result is

@@ -367,6 +367,21 @@ impl Store {
         .await
     }
 
+    /// When `agent`'s earliest lease expires (ms since the epoch), if any:
+    /// a long poll waits no longer than that.
+    pub async fn bus_next_expiry(&self, agent: &str) -> Result<Option<u64>, StoreError> {
+        let agent = agent.to_owned();
+        self.read(move |c| {
+            let v: Option<i64> = c
+                .prepare_cached(
+                    "SELECT MIN(visible_at) FROM bus_messages WHERE recipient = ?1 AND status = 'delivered'",
+                )?
+                .query_row([agent], |r| r.get(0))?;
+            Ok(v.map(|v| v.max(0) as u64))
+        })
+        .await
+    }
+
     /// One message.
     pub async fn bus_message(&self, id: &str) -> Result<BusMessage, StoreError> {
         let id = id.to_owned();

@@ -50,6 +50,9 @@ pub enum BusCommand {
         /// At most this many.
         #[arg(long, default_value_t = 100)]
         limit: u32,
+        /// When nothing is there, wait up to S seconds for a message (at most 300).
+        #[arg(long, value_name = "S")]
+        wait: Option<f64>,
     },
     /// Complete a message with a result (JSON, or text).
     Ack {
@@ -201,9 +204,21 @@ async fn run(
             let text = format!("posted {} to {}", m.id, m.to);
             (json!(m), text)
         }
-        BusCommand::Poll { agent, limit } => {
+        BusCommand::Poll { agent, limit, wait } => {
             let agent = agent.unwrap_or_else(|| me.to_owned());
-            let got = bus.poll(&agent, limit).await?;
+            let got = match wait {
+                None => bus.poll(&agent, limit).await?,
+                Some(s) if s.is_finite() && (0.0..=300.0).contains(&s) => {
+                    bus.poll_wait(&agent, limit, std::time::Duration::from_secs_f64(s))
+                        .await?
+                }
+                Some(s) => {
+                    return Err(BusError::Invalid {
+                        field: "wait",
+                        message: format!("{s} must be from 0 to 300 seconds"),
+                    });
+                }
+            };
             let text = if got.is_empty() {
                 format!("no messages for {agent}")
             } else {

@@ -50,6 +50,8 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(crate::a2a_runner::ServiceRunner(Arc::clone(&runs))),
         runs.grace(),
     );
+    let bus = warden_bus::Bus::new(store.clone(), warden_bus::BusConfig::default());
+    spawn_bus_prune(bus.clone(), shutdown.clone());
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),
@@ -58,6 +60,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         workspace: config.workspace.clone(),
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
         engine: engine.clone(),
+        bus: bus.clone(),
     };
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {
@@ -128,6 +131,28 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     store.close();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Prunes the bus every 60 s (expired messages, finished ones older than an
+/// hour), as the seed's scratchpad did, until shutdown.
+fn spawn_bus_prune(bus: warden_bus::Bus, shutdown: CancellationToken) {
+    tokio::spawn(async move {
+        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                () = shutdown.cancelled() => return,
+            }
+            match bus.prune().await {
+                Ok((0, 0)) => {}
+                Ok((expired, finished)) => {
+                    tracing::info!(expired, finished, "pruned the bus")
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot prune the bus"),
+            }
+        }
+    });
 }
 
 /// Takes an exclusive lock on `home/warden.lock`, or says who holds it.

@@ -3,6 +3,7 @@
 mod api_error;
 mod audit_api;
 mod auth;
+mod bus_api;
 mod health;
 mod hitl_api;
 mod json;
@@ -40,6 +41,8 @@ pub struct AppState {
     pub streams: Arc<Semaphore>,
     /// The A2A task engine, for the operator's prompt answers.
     pub engine: warden_a2a::engine::TaskEngine,
+    /// The scratchpad bus.
+    pub bus: warden_bus::Bus,
 }
 
 /// The most event streams open at once.
@@ -51,6 +54,7 @@ pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
     let api = runs_api::router(state.clone())
         .merge(audit_api::router(state.clone()))
         .merge(hitl_api::router(state.clone()))
+        .merge(bus_api::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
             auth::OperatorAuth::new(token),
             auth::require_operator,

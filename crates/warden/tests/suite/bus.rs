@@ -199,3 +199,125 @@ fn bad_input_is_refused_with_the_reason_and_changes_nothing() {
     let status = bus_json(d, &["status"]);
     assert_eq!(status["agents"][0]["pending"], 0);
 }
+
+/// CPU time (ms) a process has used, from /proc.
+fn cpu_ms(pid: u32) -> u64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let fields: Vec<&str> = stat.rsplit_once(") ").unwrap().1.split(' ').collect();
+    (fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap()) * 10
+}
+
+#[test]
+fn a_long_poll_sleeps_until_a_message_arrives_from_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bus_json(d, &["register", "waiter", "x"]);
+    let mut poller = warden(d)
+        .args(["bus", "--json", "poll", "waiter", "--wait", "30"])
+        .env("WARDEN_HOME", d.join(".warden"))
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Let it settle into its wait, then check it is not spinning.
+    let settle = Instant::now() + Duration::from_millis(800);
+    while Instant::now() < settle {
+        assert!(
+            poller.try_wait().unwrap().is_none(),
+            "the long poll returned early"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let before = cpu_ms(poller.id());
+    std::thread::sleep(Duration::from_millis(500));
+    let spent = cpu_ms(poller.id()) - before;
+    assert!(
+        spent <= 30,
+        "a waiting poll used {spent} ms of CPU in 500 ms"
+    );
+    let posted_at = Instant::now();
+    let m = bus_json(d, &["post", "waiter", "job", "x", r#"{"go":true}"#]);
+    let out = poller.wait_with_output().unwrap();
+    let took = posted_at.elapsed();
+    assert!(out.status.success());
+    let got: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(got["messages"][0]["id"], m["id"]);
+    assert!(
+        took < Duration::from_secs(5),
+        "woke {took:?} after the post"
+    );
+    // And an empty wait ends on time with nothing.
+    let start = Instant::now();
+    let empty = bus_json(d, &["poll", "waiter", "--wait", "0.3"]);
+    assert_eq!(empty["messages"], serde_json::json!([]));
+    assert!(start.elapsed() >= Duration::from_millis(300));
+}
+
+#[tokio::test]
+async fn the_http_api_has_the_same_semantics() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(dir.path());
+    let (status, _) = server
+        .post(
+            "/api/v1/bus/agents",
+            serde_json::json!({"name": "remote", "capabilities": ["build"]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+    // A long poll over HTTP, woken by a post.
+    let waiting = {
+        let client = server.client.clone();
+        let url = server.url("/api/v1/bus/agents/remote/poll?wait=30");
+        tokio::spawn(async move {
+            let r = client.post(url).send().await.unwrap();
+            r.json::<Value>().await.unwrap()
+        })
+    };
+    let (status, m) = server
+        .post(
+            "/api/v1/bus/messages",
+            serde_json::json!({"from": "user", "to": "remote", "type": "job", "capability": "build", "payload": {"n": 1}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{m}");
+    let got = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the long poll did not wake")
+        .unwrap();
+    let delivered = &got["messages"][0];
+    assert_eq!(delivered["id"], m["id"]);
+    let id = delivered["id"].as_str().unwrap();
+    let lease = delivered["lease_token"].as_str().unwrap();
+    let (status, err) = server
+        .post(
+            &format!("/api/v1/bus/messages/{id}/ack"),
+            serde_json::json!({"lease": "wrong", "result": 1}),
+        )
+        .await;
+    assert_eq!(
+        (status, err["error"]["code"].as_str()),
+        (409, Some("not_leased"))
+    );
+    let (status, done) = server
+        .post(
+            &format!("/api/v1/bus/messages/{id}/ack"),
+            serde_json::json!({"lease": lease, "result": {"ok": true}}),
+        )
+        .await;
+    assert_eq!(
+        (status, done["status"].as_str()),
+        (200, Some("completed")),
+        "{done}"
+    );
+    let (status, _) = server
+        .post("/api/v1/bus/messages", serde_json::json!({"from": "user", "to": "ghost", "type": "job", "capability": "x", "payload": 1}))
+        .await;
+    assert_eq!(status, 404);
+    let (_, counts) = server.get("/api/v1/bus/status").await;
+    assert!(
+        counts["agents"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["agent"] == "remote" && a["completed"] == 1)
+    );
+}
