@@ -5,10 +5,12 @@
 //! message before the lease expires.
 #![forbid(unsafe_code)]
 
+mod scratchpad;
 mod wait;
 
 use std::time::Duration;
 
+pub use scratchpad::{Scratchpad, SeedAgent, SeedMessage};
 pub use wait::StoreWatch;
 
 use serde_json::Value;
@@ -284,6 +286,18 @@ impl Bus {
             .store
             .bus_prune(self.config.keep_done.as_millis() as u64)
             .await?)
+    }
+
+    /// `import <scratchpad.json>`: (agents, imported, skipped as already here).
+    pub async fn import(&self, text: &str) -> Result<(u64, u64, u64), BusError> {
+        let (agents, messages) = Scratchpad::parse(text)?.into_store();
+        Ok(self.store.bus_import(agents, messages).await?)
+    }
+
+    /// `export`: the seed's file for everything on the bus.
+    pub async fn export(&self) -> Result<Scratchpad, BusError> {
+        let (agents, messages) = self.store.bus_export().await?;
+        Ok(Scratchpad::from_store(agents, messages))
     }
 
     /// One message.

@@ -382,6 +382,91 @@ impl Store {
         .await
     }
 
+    /// Everything on the bus: agents and messages in order.
+    pub async fn bus_export(&self) -> Result<(Vec<BusAgent>, Vec<BusMessage>), StoreError> {
+        self.read(|c| {
+            let names: Vec<String> = c
+                .prepare_cached("SELECT name FROM bus_agents ORDER BY name")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            let agents = names
+                .iter()
+                .map(|n| agent(c, n))
+                .collect::<Result<_, _>>()?;
+            let messages = c
+                .prepare_cached(&format!("SELECT {COLUMNS} FROM bus_messages ORDER BY seq"))?
+                .query_map([], row)?
+                .collect::<Result<_, _>>()?;
+            Ok((agents, messages))
+        })
+        .await
+    }
+
+    /// Adds agents and messages from another scratchpad in one transaction:
+    /// agents are registered (capabilities merged, last poll kept), messages
+    /// keep their ids, statuses and times; a message whose id is already
+    /// here is skipped. Returns (agents, imported, skipped).
+    pub async fn bus_import(
+        &self,
+        agents: Vec<BusAgent>,
+        messages: Vec<BusMessage>,
+    ) -> Result<(u64, u64, u64), StoreError> {
+        self.write(move |c| {
+            let t = now();
+            let mut names: std::collections::BTreeSet<String> =
+                agents.iter().map(|a| a.name.clone()).collect();
+            names.extend(messages.iter().map(|m| m.to.clone()));
+            for name in &names {
+                let a = agents.iter().find(|a| &a.name == name);
+                c.prepare_cached(
+                    "INSERT INTO bus_agents (name, capabilities, registered_at, last_poll) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT(name) DO NOTHING",
+                )?
+                .execute(params![
+                    name,
+                    serde_json::to_string(&a.map(|a| a.capabilities.clone()).unwrap_or_default())?,
+                    t,
+                    a.and_then(|a| a.last_poll).map(|v| v as i64)
+                ])?;
+            }
+            let (mut imported, mut skipped) = (0, 0);
+            for m in &messages {
+                let done = matches!(m.status.as_str(), "completed" | "failed" | "dead").then_some(t);
+                let n = c
+                    .prepare_cached(
+                        "INSERT INTO bus_messages (id, sender, recipient, type, capability, payload, ttl_ms, status, ts,
+                         reply_to, attempts, visible_at, result, error, history, done_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?9, ?12, ?13, ?14, ?15)
+                         ON CONFLICT(id) DO NOTHING",
+                    )?
+                    .execute(params![
+                        m.id,
+                        m.from,
+                        m.to,
+                        m.kind,
+                        m.capability,
+                        m.payload.to_string(),
+                        m.ttl as i64,
+                        m.status,
+                        m.ts as i64,
+                        m.reply_to,
+                        m.attempts,
+                        m.result.as_ref().map(Value::to_string),
+                        m.error,
+                        m.history.to_string(),
+                        done
+                    ])?;
+                if n == 0 {
+                    skipped += 1;
+                } else {
+                    imported += 1;
+                }
+            }
+            Ok((names.len() as u64, imported, skipped))
+        })
+        .await
+    }
+
     /// One message.
     pub async fn bus_message(&self, id: &str) -> Result<BusMessage, StoreError> {
         let id = id.to_owned();

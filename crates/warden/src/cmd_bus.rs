@@ -83,6 +83,10 @@ pub enum BusCommand {
     },
     /// Remove an agent; its unfinished messages fail.
     Unregister { id: String },
+    /// Bring in a scratchpad file in the seed's format (messages keep their ids).
+    Import { file: PathBuf },
+    /// Write everything on the bus in the seed's scratchpad format [default: stdout].
+    Export { file: Option<PathBuf> },
 }
 
 /// The seed's command names, as links to this binary.
@@ -281,6 +285,47 @@ async fn run(
             let a = bus.register(&name, &capabilities).await?;
             let text = format!("registered {} ({})", a.name, a.capabilities.join(", "));
             (json!(a), text)
+        }
+        BusCommand::Import { file } => {
+            let text = std::fs::read_to_string(&file).map_err(|e| BusError::Invalid {
+                field: "file",
+                message: format!("cannot read {}: {e}", file.display()),
+            })?;
+            let (agents, imported, skipped) = bus.import(&text).await?;
+            let text = format!(
+                "imported {imported} messages ({skipped} already here) and {agents} agents from {}",
+                file.display()
+            );
+            (
+                json!({ "agents": agents, "imported": imported, "skipped": skipped }),
+                text,
+            )
+        }
+        BusCommand::Export { file } => {
+            let pad = bus.export().await?;
+            let body = serde_json::to_string_pretty(&pad).map_err(|e| BusError::Invalid {
+                field: "export",
+                message: e.to_string(),
+            })?;
+            match file {
+                None => (json!(pad), body),
+                Some(f) => {
+                    std::fs::write(&f, body + "\n").map_err(|e| BusError::Invalid {
+                        field: "file",
+                        message: format!("cannot write {}: {e}", f.display()),
+                    })?;
+                    let text = format!(
+                        "exported {} messages and {} agents to {}",
+                        pad.messages.len(),
+                        pad.agents.len(),
+                        f.display()
+                    );
+                    (
+                        json!({ "messages": pad.messages.len(), "agents": pad.agents.len() }),
+                        text,
+                    )
+                }
+            }
         }
         BusCommand::Unregister { id } => {
             let failed = bus.unregister(&id).await?;
