@@ -14,7 +14,9 @@ pub use scratchpad::{Scratchpad, SeedAgent, SeedMessage};
 pub use wait::StoreWatch;
 
 use serde_json::Value;
-use warden_store::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, Store, StoreError};
+use warden_store::{
+    BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, ResourceLease, Store, StoreError,
+};
 
 /// The bus's limits and timings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,6 +81,13 @@ impl From<StoreError> for BusError {
                 kind: "bus message",
                 id,
             } => Self::UnknownMessage(id),
+            StoreError::NotFound {
+                kind: "bus lease",
+                id,
+            } => Self::Invalid {
+                field: "resource",
+                message: format!("no lease on {id}"),
+            },
             StoreError::Rejected(c) => Self::NotLeased(c.to_string()),
             other => Self::Store(other),
         }
@@ -298,6 +307,33 @@ impl Bus {
     pub async fn export(&self) -> Result<Scratchpad, BusError> {
         let (agents, messages) = self.store.bus_export().await?;
         Ok(Scratchpad::from_store(agents, messages))
+    }
+
+    /// `lease create <resource> --holder <agent> --ttl S`.
+    pub async fn lease_create(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: Duration,
+    ) -> Result<ResourceLease, BusError> {
+        check_name("resource", resource)?;
+        if ttl.is_zero() {
+            return Err(invalid("ttl", "a lease needs a positive TTL"));
+        }
+        Ok(self
+            .store
+            .bus_lease_create(resource, holder, ttl.as_millis() as u64)
+            .await?)
+    }
+
+    /// `lease revoke <resource>`.
+    pub async fn lease_revoke(&self, resource: &str) -> Result<ResourceLease, BusError> {
+        Ok(self.store.bus_lease_revoke(resource).await?)
+    }
+
+    /// `lease list`.
+    pub async fn leases(&self) -> Result<Vec<ResourceLease>, BusError> {
+        Ok(self.store.bus_leases().await?)
     }
 
     /// One message.

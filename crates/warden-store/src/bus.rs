@@ -74,6 +74,18 @@ pub struct BusCounts {
     pub dead: u64,
 }
 
+/// A resource lease: one holder at a time, with a fencing token that only
+/// grows, so a stale holder's writes can be told apart.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceLease {
+    pub resource: String,
+    /// `None` once revoked or expired.
+    pub holder: Option<String>,
+    pub fencing: u64,
+    /// ms since the epoch; `None` when not held.
+    pub expires_at: Option<u64>,
+}
+
 /// How a poll delivers.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PollRules {
@@ -382,6 +394,96 @@ impl Store {
         .await
     }
 
+    /// Gives `resource` to `holder` for `ttl` ms with the next fencing
+    /// token, and tells the holder (a `lease` message) in the same
+    /// transaction. Refused while someone holds it.
+    pub async fn bus_lease_create(
+        &self,
+        resource: &str,
+        holder: &str,
+        ttl: u64,
+    ) -> Result<ResourceLease, StoreError> {
+        let (resource, holder) = (resource.to_owned(), holder.to_owned());
+        self.write(move |c| {
+            let t = now();
+            if !agent_exists(c, &holder)? {
+                return Err(StoreError::NotFound { kind: "bus agent", id: holder.clone() });
+            }
+            let current = lease(c, &resource)?;
+            if let Some(l) = &current
+                && let (Some(h), Some(until)) = (&l.holder, l.expires_at)
+                && until as i64 > t
+            {
+                return Err(refuse(
+                    "resource",
+                    format!("{resource} is held by {h} (fencing {}) until {until}; revoke it first", l.fencing),
+                ));
+            }
+            let fencing = current.map_or(1, |l| l.fencing + 1);
+            let expires = t + ttl as i64;
+            c.prepare_cached(
+                "INSERT INTO bus_leases (resource, holder, fencing, expires_at) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(resource) DO UPDATE SET holder = ?2, fencing = ?3, expires_at = ?4",
+            )?
+            .execute(params![resource, holder, fencing as i64, expires])?;
+            let payload = json!({ "resource": resource, "fencing": fencing, "expires_at": expires });
+            notify(c, &holder, "lease.create", &payload)?;
+            lease(c, &resource)?.ok_or_else(|| StoreError::NotFound { kind: "bus lease", id: resource.clone() })
+        })
+        .await
+    }
+
+    /// Takes `resource` back from its holder, telling them (a `lease`
+    /// message). Refused when nobody holds it.
+    pub async fn bus_lease_revoke(&self, resource: &str) -> Result<ResourceLease, StoreError> {
+        let resource = resource.to_owned();
+        self.write(move |c| {
+            let t = now();
+            let Some(l) = lease(c, &resource)? else {
+                return Err(StoreError::NotFound {
+                    kind: "bus lease",
+                    id: resource.clone(),
+                });
+            };
+            let Some(holder) = l
+                .holder
+                .clone()
+                .filter(|_| l.expires_at.is_some_and(|e| e as i64 > t))
+            else {
+                return Err(refuse("resource", format!("nobody holds {resource} now")));
+            };
+            c.prepare_cached(
+                "UPDATE bus_leases SET holder = NULL, expires_at = NULL WHERE resource = ?1",
+            )?
+            .execute([&resource])?;
+            if agent_exists(c, &holder)? {
+                let payload = json!({ "resource": resource, "fencing": l.fencing });
+                notify(c, &holder, "lease.revoke", &payload)?;
+            }
+            Ok(ResourceLease {
+                holder: None,
+                expires_at: None,
+                ..l
+            })
+        })
+        .await
+    }
+
+    /// Every resource lease, held or not.
+    pub async fn bus_leases(&self) -> Result<Vec<ResourceLease>, StoreError> {
+        self.read(|c| {
+            let names: Vec<String> = c
+                .prepare_cached("SELECT resource FROM bus_leases ORDER BY resource")?
+                .query_map([], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            Ok(names
+                .iter()
+                .filter_map(|n| lease(c, n).ok().flatten())
+                .collect())
+        })
+        .await
+    }
+
     /// Everything on the bus: agents and messages in order.
     pub async fn bus_export(&self) -> Result<(Vec<BusAgent>, Vec<BusMessage>), StoreError> {
         self.read(|c| {
@@ -562,4 +664,36 @@ fn agent(c: &Connection, name: &str) -> Result<BusAgent, StoreError> {
         kind: "bus agent",
         id: name.to_owned(),
     })
+}
+
+fn lease(c: &Connection, resource: &str) -> Result<Option<ResourceLease>, StoreError> {
+    Ok(c.prepare_cached(
+        "SELECT resource, holder, fencing, expires_at FROM bus_leases WHERE resource = ?1",
+    )?
+    .query_row([resource], |r| {
+        Ok(ResourceLease {
+            resource: r.get(0)?,
+            holder: r.get(1)?,
+            fencing: r.get::<_, i64>(2)?.max(0) as u64,
+            expires_at: r.get::<_, Option<i64>>(3)?.map(|v| v.max(0) as u64),
+        })
+    })
+    .optional()?)
+}
+
+/// Posts a `lease` message from `warden` to `to`, as the seed's lease system does.
+fn notify(c: &Connection, to: &str, capability: &str, payload: &Value) -> Result<(), StoreError> {
+    let t = now();
+    c.prepare_cached(
+        "INSERT INTO bus_messages (id, sender, recipient, type, capability, payload, ttl_ms, status, ts, visible_at)
+         VALUES (?1, 'warden', ?2, 'lease', ?3, ?4, 0, 'pending', ?5, ?5)",
+    )?
+    .execute(params![
+        format!("msg_{}", uuid::Uuid::now_v7().simple()),
+        to,
+        capability,
+        payload.to_string(),
+        t
+    ])?;
+    Ok(())
 }

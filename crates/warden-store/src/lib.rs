@@ -17,7 +17,7 @@ mod tasks;
 mod writer;
 
 pub use audit::AuditEntry;
-pub use bus::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules};
+pub use bus::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, ResourceLease};
 pub use error::StoreError;
 pub use events::{Committed, EntityChanges, EventRecord};
 pub use store::{CommitMode, Store};

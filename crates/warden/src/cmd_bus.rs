@@ -83,10 +83,29 @@ pub enum BusCommand {
     },
     /// Remove an agent; its unfinished messages fail.
     Unregister { id: String },
+    /// Resource leases: one holder at a time, with a fencing token.
+    #[command(subcommand)]
+    Lease(LeaseCommand),
     /// Bring in a scratchpad file in the seed's format (messages keep their ids).
     Import { file: PathBuf },
     /// Write everything on the bus in the seed's scratchpad format [default: stdout].
     Export { file: Option<PathBuf> },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum LeaseCommand {
+    /// Give <resource> to an agent for S seconds (refused while held); the holder is told.
+    Create {
+        resource: String,
+        #[arg(long)]
+        holder: String,
+        #[arg(long, value_name = "S")]
+        ttl: f64,
+    },
+    /// Take <resource> back; the holder is told.
+    Revoke { resource: String },
+    /// Every lease.
+    List,
 }
 
 /// The seed's command names, as links to this binary.
@@ -285,6 +304,43 @@ async fn run(
             let a = bus.register(&name, &capabilities).await?;
             let text = format!("registered {} ({})", a.name, a.capabilities.join(", "));
             (json!(a), text)
+        }
+        BusCommand::Lease(LeaseCommand::Create {
+            resource,
+            holder,
+            ttl,
+        }) => {
+            if !(ttl.is_finite() && ttl > 0.0) {
+                return Err(BusError::Invalid {
+                    field: "ttl",
+                    message: format!("{ttl} must be a positive number of seconds"),
+                });
+            }
+            let l = bus
+                .lease_create(&resource, &holder, std::time::Duration::from_secs_f64(ttl))
+                .await?;
+            let text = format!(
+                "{} leased to {holder} with fencing token {}",
+                l.resource, l.fencing
+            );
+            (json!(l), text)
+        }
+        BusCommand::Lease(LeaseCommand::Revoke { resource }) => {
+            let l = bus.lease_revoke(&resource).await?;
+            let text = format!("{} revoked (fencing token was {})", l.resource, l.fencing);
+            (json!(l), text)
+        }
+        BusCommand::Lease(LeaseCommand::List) => {
+            let all = bus.leases().await?;
+            let text = all
+                .iter()
+                .map(|l| match &l.holder {
+                    Some(h) => format!("{} held by {h} (fencing {})", l.resource, l.fencing),
+                    None => format!("{} free (last fencing {})", l.resource, l.fencing),
+                })
+                .collect::<Vec<_>>()
+                .join("\n");
+            (json!({ "leases": all }), text)
         }
         BusCommand::Import { file } => {
             let text = std::fs::read_to_string(&file).map_err(|e| BusError::Invalid {

@@ -3,6 +3,7 @@
 //! command names work as links; bad input changes nothing.
 
 use std::collections::HashMap;
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::Output;
 use std::sync::{Arc, Mutex};
@@ -378,4 +379,145 @@ fn a_seed_scratchpad_imports_and_exports_without_loss() {
     assert_eq!(ids, ["msg_002"]);
     let pruned = bus_json(d, &["prune"]);
     assert_eq!(pruned["expired"], 1);
+}
+
+/// What the crash worker reported as done: posted ids and acked ids.
+fn reported(log: &Path) -> (Vec<String>, Vec<String>) {
+    let text = std::fs::read_to_string(log).unwrap_or_default();
+    let (mut posted, mut acked) = (vec![], vec![]);
+    for line in text.lines() {
+        if let Some(json) = line.strip_prefix("posted ")
+            && let Ok(v) = serde_json::from_str::<Value>(json)
+        {
+            posted.push(v["id"].as_str().unwrap().to_owned());
+        } else if let Some(id) = line.strip_prefix("acked ") {
+            acked.push(id.trim().to_owned());
+        }
+    }
+    (posted, acked)
+}
+
+#[test]
+fn every_operation_reported_done_survives_sigkill_at_random_points() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bus_json(d, &["register", "w", "x"]);
+    let log = d.join("log");
+    let script = format!(
+        r#"i=0
+while :; do
+  out=$("{bin}" bus --json post w job x "{{\"i\":$i}}") || exit 1
+  echo "posted $out" >> "{log}"
+  p=$("{bin}" bus poll w --limit 1) || exit 1
+  id=$(echo "$p" | head -1 | cut -d' ' -f1)
+  lease=$(echo "$p" | sed -n 's/.*lease=\([0-9a-f]*\).*/\1/p' | head -1)
+  if [ -n "$lease" ]; then "{bin}" bus ack "$id" --lease "$lease" done > /dev/null && echo "acked $id" >> "{log}"; fi
+  i=$((i+1))
+done"#,
+        bin = BIN,
+        log = log.display()
+    );
+    let mut rounds_with_work = 0;
+    for round in 0..12u64 {
+        let mut child = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(&script)
+            .env("WARDEN_HOME", d.join(".warden"))
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        // A different point in the work each round.
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .subsec_nanos() as u64;
+        std::thread::sleep(Duration::from_millis(60 + (nanos + round * 37) % 240));
+        nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(child.id() as i32),
+            nix::sys::signal::Signal::SIGKILL,
+        )
+        .unwrap();
+        let _ = child.wait();
+        let (posted, acked) = reported(&log);
+        let pad = bus_json(d, &["export"]);
+        let status: HashMap<String, String> = pad["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                (
+                    m["id"].as_str().unwrap().to_owned(),
+                    m["status"].as_str().unwrap().to_owned(),
+                )
+            })
+            .collect();
+        for id in &posted {
+            assert!(
+                status.contains_key(id),
+                "round {round}: reported post {id} is gone"
+            );
+        }
+        for id in &acked {
+            assert_eq!(
+                status.get(id).map(String::as_str),
+                Some("completed"),
+                "round {round}: reported ack {id}"
+            );
+        }
+        if !posted.is_empty() {
+            rounds_with_work += 1;
+        }
+    }
+    let (posted, acked) = reported(&log);
+    assert!(
+        rounds_with_work > 0 && !posted.is_empty() && !acked.is_empty(),
+        "the worker did nothing"
+    );
+}
+
+#[test]
+fn a_resource_has_one_holder_with_a_growing_fencing_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    bus_json(d, &["register", "a", "x"]);
+    bus_json(d, &["register", "b", "x"]);
+    let first = bus_json(
+        d,
+        &["lease", "create", "repo", "--holder", "a", "--ttl", "60"],
+    );
+    assert_eq!(
+        (first["holder"].as_str(), first["fencing"].as_u64()),
+        (Some("a"), Some(1))
+    );
+    let out = bus(
+        d,
+        &["lease", "create", "repo", "--holder", "b", "--ttl", "60"],
+    );
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("held by a"));
+    let told = bus_json(d, &["poll", "a"]);
+    assert_eq!(told["messages"][0]["capability"], "lease.create");
+    assert_eq!(told["messages"][0]["payload"]["fencing"], 1);
+    bus_json(d, &["lease", "revoke", "repo"]);
+    let told = bus_json(d, &["poll", "a"]);
+    assert_eq!(told["messages"][0]["capability"], "lease.revoke");
+    let second = bus_json(
+        d,
+        &["lease", "create", "repo", "--holder", "b", "--ttl", "0.2"],
+    );
+    assert_eq!(second["fencing"], 2);
+    // Once it runs out, the next holder needs no revoke.
+    let until = second["expires_at"].as_u64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    std::thread::sleep(Duration::from_millis(until.saturating_sub(now) + 20));
+    let third = bus_json(
+        d,
+        &["lease", "create", "repo", "--holder", "a", "--ttl", "60"],
+    );
+    assert_eq!(third["fencing"], 3);
+    let out = bus(d, &["lease", "revoke", "nothing-here"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no lease on nothing-here"));
 }
