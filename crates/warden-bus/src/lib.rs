@@ -31,6 +31,8 @@ pub struct BusConfig {
     pub keep_done: Duration,
     /// A message's TTL when the poster names none (the seed's 300 s).
     pub default_ttl: Duration,
+    /// Agents idle this long with nothing unfinished are collected by prune.
+    pub agent_idle: Duration,
 }
 
 impl Default for BusConfig {
@@ -41,6 +43,7 @@ impl Default for BusConfig {
             max_payload: 256 * 1024,
             keep_done: Duration::from_secs(3600),
             default_ttl: Duration::from_secs(300),
+            agent_idle: Duration::from_secs(7 * 86400),
         }
     }
 }
@@ -289,11 +292,14 @@ impl Bus {
         Ok(self.store.bus_status().await?)
     }
 
-    /// `prune`: (expired, finished) counts removed.
-    pub async fn prune(&self) -> Result<(u64, u64), BusError> {
+    /// `prune`: (expired messages, finished messages, orphaned agents) removed.
+    pub async fn prune(&self) -> Result<(u64, u64, u64), BusError> {
         Ok(self
             .store
-            .bus_prune(self.config.keep_done.as_millis() as u64)
+            .bus_prune(
+                self.config.keep_done.as_millis() as u64,
+                self.config.agent_idle.as_millis() as u64,
+            )
             .await?)
     }
 

@@ -141,7 +141,7 @@ async fn a_message_past_its_ttl_is_never_delivered_and_prune_removes_it() {
     until(m.ts + 50).await;
     assert!(bus.poll("a", 10).await.unwrap().is_empty());
     let keep = bus.post(&post("a", "{}", Some(0))).await.unwrap();
-    assert_eq!(bus.prune().await.unwrap(), (1, 0));
+    assert_eq!(bus.prune().await.unwrap(), (1, 0, 0));
     assert!(matches!(
         bus.message(&m.id).await,
         Err(BusError::UnknownMessage(_))

@@ -624,10 +624,16 @@ impl Store {
         .await
     }
 
-    /// Removes messages past their TTL that were never finished, and
-    /// finished ones (completed or failed) older than `done_age` ms.
-    /// Returns (expired, finished) counts.
-    pub async fn bus_prune(&self, done_age: u64) -> Result<(u64, u64), StoreError> {
+    /// Removes messages past their TTL that were never finished, finished
+    /// ones (completed or failed) older than `done_age` ms, and orphaned
+    /// agents: idle (no poll, nor registration) for `agent_idle` ms with
+    /// nothing unfinished addressed to them (`user` stays). Returns
+    /// (expired, finished, agents) counts.
+    pub async fn bus_prune(
+        &self,
+        done_age: u64,
+        agent_idle: u64,
+    ) -> Result<(u64, u64, u64), StoreError> {
         self.write(move |c| {
             let t = now();
             let expired = c
@@ -641,7 +647,15 @@ impl Store {
                     "DELETE FROM bus_messages WHERE status IN ('completed', 'failed') AND done_at <= ?1",
                 )?
                 .execute([t - done_age as i64])?;
-            Ok((expired as u64, done as u64))
+            let agents = c
+                .prepare_cached(
+                    "DELETE FROM bus_agents WHERE name != 'user'
+                     AND COALESCE(last_poll, registered_at) <= ?1
+                     AND NOT EXISTS (SELECT 1 FROM bus_messages m WHERE m.recipient = bus_agents.name
+                                     AND m.status IN ('pending', 'delivered'))",
+                )?
+                .execute([t - agent_idle as i64])?;
+            Ok((expired as u64, done as u64, agents as u64))
         })
         .await
     }

@@ -9,7 +9,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use serde_json::json;
-use warden_bus::{Bus, BusConfig, BusError, Post};
+use warden_bus::{Bus, BusError, Post};
 use warden_store::{BusMessage, CommitMode, Store};
 
 #[derive(Debug, Args)]
@@ -17,6 +17,9 @@ pub struct BusArgs {
     /// Data directory [default: ./.warden].
     #[arg(long, env = "WARDEN_HOME", global = true)]
     pub home: Option<PathBuf>,
+    /// Config file (its [bus] section) [default: $WARDEN_HOME/warden.toml, then ./warden.toml].
+    #[arg(long, env = "WARDEN_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
     /// The agent this command acts as [default: user].
     #[arg(long = "as", env = "WARDEN_AGENT", global = true, value_name = "AGENT")]
     pub agent: Option<String>,
@@ -170,7 +173,8 @@ pub async fn main(args: BusArgs) -> anyhow::Result<ExitCode> {
     std::fs::create_dir_all(&home)
         .with_context(|| format!("cannot create WARDEN_HOME {}", home.display()))?;
     let store = Store::open(&home.join("warden.db"), CommitMode::Group)?;
-    let bus = Bus::new(store.clone(), BusConfig::default());
+    let settings = crate::config::bus::for_cli(&home, args.config.clone())?;
+    let bus = Bus::new(store.clone(), settings.bus_config()?);
     let me = args.agent.clone().unwrap_or_else(|| "user".to_owned());
     let json = args.json;
     let out = run(&bus, &me, args.command).await;
@@ -296,9 +300,14 @@ async fn run(
             (json!({ "agents": counts }), text)
         }
         BusCommand::Prune => {
-            let (expired, finished) = bus.prune().await?;
-            let text = format!("pruned {expired} expired and {finished} finished messages");
-            (json!({ "expired": expired, "finished": finished }), text)
+            let (expired, finished, agents) = bus.prune().await?;
+            let text = format!(
+                "pruned {expired} expired and {finished} finished messages, and {agents} idle agents"
+            );
+            (
+                json!({ "expired": expired, "finished": finished, "agents": agents }),
+                text,
+            )
         }
         BusCommand::Register { name, capabilities } => {
             let a = bus.register(&name, &capabilities).await?;

@@ -50,8 +50,8 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         Arc::new(crate::a2a_runner::ServiceRunner(Arc::clone(&runs))),
         runs.grace(),
     );
-    let bus = warden_bus::Bus::new(store.clone(), warden_bus::BusConfig::default());
-    spawn_bus_prune(bus.clone(), shutdown.clone());
+    let bus = warden_bus::Bus::new(store.clone(), config.bus.bus_config()?);
+    spawn_bus_prune(bus.clone(), config.bus.prune_interval(), shutdown.clone());
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),
@@ -133,11 +133,16 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prunes the bus every 60 s (expired messages, finished ones older than an
-/// hour), as the seed's scratchpad did, until shutdown.
-fn spawn_bus_prune(bus: warden_bus::Bus, shutdown: CancellationToken) {
+/// Prunes the bus every `interval` (expired messages, finished ones older
+/// than `bus.keep_done_seconds`, idle agents), as the seed's scratchpad did
+/// every 60 s, until shutdown.
+fn spawn_bus_prune(
+    bus: warden_bus::Bus,
+    interval: std::time::Duration,
+    shutdown: CancellationToken,
+) {
     tokio::spawn(async move {
-        let mut every = tokio::time::interval(std::time::Duration::from_secs(60));
+        let mut every = tokio::time::interval(interval);
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
@@ -145,9 +150,9 @@ fn spawn_bus_prune(bus: warden_bus::Bus, shutdown: CancellationToken) {
                 () = shutdown.cancelled() => return,
             }
             match bus.prune().await {
-                Ok((0, 0)) => {}
-                Ok((expired, finished)) => {
-                    tracing::info!(expired, finished, "pruned the bus")
+                Ok((0, 0, 0)) => {}
+                Ok((expired, finished, agents)) => {
+                    tracing::info!(expired, finished, agents, "pruned the bus")
                 }
                 Err(e) => tracing::warn!(error = %e, "cannot prune the bus"),
             }

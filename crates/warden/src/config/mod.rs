@@ -1,6 +1,7 @@
 //! Configuration: `warden.toml`, then environment, then flags (later wins).
 
 mod a2a;
+pub mod bus;
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -38,6 +39,9 @@ pub struct FileConfig {
     /// Hosted A2A instances.
     #[serde(default)]
     pub a2a: A2aConfig,
+    /// The scratchpad bus.
+    #[serde(default)]
+    pub bus: bus::BusSettings,
 }
 
 /// `[runs]` in `warden.toml`.
@@ -148,6 +152,8 @@ pub struct ServeConfig {
     pub instances: Instances,
     /// The largest A2A request body.
     pub a2a_max_body: usize,
+    /// The scratchpad bus.
+    pub bus: bus::BusSettings,
     /// Where the config came from, for the start-up log.
     pub source: Option<PathBuf>,
 }
@@ -214,6 +220,7 @@ impl ServeConfig {
         }
         let instances = file.a2a.instances(&file.runs, &workspace)?;
         let a2a_max_body = file.a2a.max_body()?;
+        file.bus.bus_config()?;
         Ok(Self {
             listen,
             home: args.home.clone().or(file.home).unwrap_or(home_hint),
@@ -223,6 +230,7 @@ impl ServeConfig {
             workspace,
             instances,
             a2a_max_body,
+            bus: file.bus.clone(),
             source: path,
         })
     }

@@ -181,6 +181,8 @@ async fn status(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
 }
 
 async fn prune(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let (expired, finished) = s.bus.prune().await?;
-    Ok(Json(json!({ "expired": expired, "finished": finished })))
+    let (expired, finished, agents) = s.bus.prune().await?;
+    Ok(Json(
+        json!({ "expired": expired, "finished": finished, "agents": agents }),
+    ))
 }

@@ -521,3 +521,30 @@ fn a_resource_has_one_holder_with_a_growing_fencing_token() {
     let out = bus(d, &["lease", "revoke", "nothing-here"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no lease on nothing-here"));
 }
+
+#[test]
+fn the_bus_reads_its_limits_from_warden_toml() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    write_config(d, "[bus]\nmax_payload_bytes = 16\n");
+    let out = bus(
+        d,
+        &[
+            "post",
+            "user",
+            "note",
+            "x",
+            r#"{"far":"too long for sixteen"}"#,
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("16-byte cap"),
+        "{out:?}"
+    );
+    write_config(d, "[bus]\nmax_attempts = 0\n");
+    let out = bus(d, &["status"]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bus.max_attempts"),
+        "{out:?}"
+    );
+}
