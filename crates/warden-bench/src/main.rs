@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod a2a;
 mod adapter;
+mod bus;
 mod spawn;
 mod store;
 
@@ -53,6 +54,12 @@ enum Bench {
         #[arg(long, default_value_t = 200)]
         runs: usize,
     },
+    /// Bus post → poll → ack cycles: warden vs Redis Streams (fsync always) vs a JSON file.
+    Bus {
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+    },
     /// spawn and store, with their default sizes.
     All,
 }
@@ -86,6 +93,9 @@ fn main() -> anyhow::Result<()> {
     if let Bench::Adapter { runs } = cli.bench {
         return adapter::run(runs);
     }
+    if let Bench::Bus { seconds } = cli.bench {
+        return bus::run(seconds);
+    }
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -98,7 +108,7 @@ fn main() -> anyhow::Result<()> {
             println!();
             rt.block_on(store::run(10_000, 8))
         }
-        Bench::A2a { .. } | Bench::Adapter { .. } => Ok(()),
+        Bench::A2a { .. } | Bench::Adapter { .. } | Bench::Bus { .. } => Ok(()),
     }
 }
 

@@ -121,8 +121,9 @@ const MIGRATIONS: &[&str] = &[
         history     TEXT NOT NULL DEFAULT '[]',
         done_at     INTEGER
     );
-    -- Poll: a recipient's deliverable messages in order.
-    CREATE INDEX bus_ready ON bus_messages(recipient, status, visible_at, seq);
+    -- Poll: a recipient's unfinished messages in order, so a poll reads
+    -- from the head of its queue however deep it is.
+    CREATE INDEX bus_ready ON bus_messages(recipient, seq) WHERE status IN ('pending', 'delivered');
     CREATE INDEX bus_done ON bus_messages(status, done_at);
 
     -- The human at the keyboard, the seed's default agent.
