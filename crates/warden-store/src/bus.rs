@@ -293,16 +293,18 @@ impl Store {
         let agent_name = agent_name.to_owned();
         self.write(move |c| {
             let t = now();
-            if c
-                .prepare_cached("UPDATE bus_agents SET last_poll = ?2 WHERE name = ?1")?
-                .execute(params![agent_name, t])?
-                == 0
-            {
+            if !agent_exists(c, &agent_name)? {
                 return Err(StoreError::NotFound {
                     kind: "bus agent",
                     id: agent_name.clone(),
                 });
             }
+            // Seconds are enough for `last_poll`: a busy agent's polls do
+            // not each rewrite its row.
+            c.prepare_cached(
+                "UPDATE bus_agents SET last_poll = ?2 WHERE name = ?1 AND COALESCE(last_poll, 0) <= ?2 - 1000",
+            )?
+            .execute(params![agent_name, t])?;
             let ready: Vec<BusMessage> = c
                 .prepare_cached(&format!(
                     "SELECT {COLUMNS} FROM bus_messages

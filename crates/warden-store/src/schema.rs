@@ -101,8 +101,10 @@ const MIGRATIONS: &[&str] = &[
         last_poll     INTEGER
     ) WITHOUT ROWID;
 
+    -- seq is the rowid: new messages take the largest plus one, so the
+    -- queue order holds without AUTOINCREMENT's extra write per post.
     CREATE TABLE bus_messages (
-        seq         INTEGER PRIMARY KEY AUTOINCREMENT,
+        seq         INTEGER PRIMARY KEY,
         id          TEXT NOT NULL UNIQUE,
         sender      TEXT NOT NULL,
         recipient   TEXT NOT NULL,
@@ -124,7 +126,7 @@ const MIGRATIONS: &[&str] = &[
     -- Poll: a recipient's unfinished messages in order, so a poll reads
     -- from the head of its queue however deep it is.
     CREATE INDEX bus_ready ON bus_messages(recipient, seq) WHERE status IN ('pending', 'delivered');
-    CREATE INDEX bus_done ON bus_messages(status, done_at);
+    CREATE INDEX bus_done ON bus_messages(done_at) WHERE status IN ('completed', 'failed');
 
     -- The human at the keyboard, the seed's default agent.
     INSERT INTO bus_agents (name, capabilities, registered_at) VALUES ('user', '[]', 0);
