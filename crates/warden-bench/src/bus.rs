@@ -120,7 +120,9 @@ struct Redis {
 impl Redis {
     fn start() -> anyhow::Result<Self> {
         let dir = bench_dir()?;
-        let port = std::net::TcpListener::bind("127.0.0.1:0")?.local_addr()?.port();
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
         let mut child = Command::new("redis-server")
             .args([
                 "--bind", "127.0.0.1", "--port", &port.to_string(), "--dir",
@@ -144,7 +146,11 @@ impl Redis {
             }
         }
         std::thread::spawn(move || for _ in lines {});
-        Ok(Self { child, port, _dir: dir })
+        Ok(Self {
+            child,
+            port,
+            _dir: dir,
+        })
     }
 }
 
@@ -162,10 +168,21 @@ fn redis(agents: usize, depth: usize, duration: Duration) -> anyhow::Result<f64>
         let mut c = client.get_connection()?;
         for a in 0..agents {
             let key = format!("mbox:{a}");
-            redis::cmd("XGROUP").arg("CREATE").arg(&key).arg("g").arg("$").arg("MKSTREAM").query::<()>(&mut c)?;
+            redis::cmd("XGROUP")
+                .arg("CREATE")
+                .arg(&key)
+                .arg("g")
+                .arg("$")
+                .arg("MKSTREAM")
+                .query::<()>(&mut c)?;
             let mut pipe = redis::pipe();
             for i in 0..depth / agents {
-                pipe.cmd("XADD").arg(&key).arg("*").arg("payload").arg(format!("{{\"i\":{i}}}")).ignore();
+                pipe.cmd("XADD")
+                    .arg(&key)
+                    .arg("*")
+                    .arg("payload")
+                    .arg(format!("{{\"i\":{i}}}"))
+                    .ignore();
             }
             pipe.query::<()>(&mut c)?;
         }
@@ -180,12 +197,33 @@ fn redis(agents: usize, depth: usize, duration: Duration) -> anyhow::Result<f64>
                 let key = format!("mbox:{a}");
                 let mut cycles = 0;
                 while Instant::now() < deadline {
-                    redis::cmd("XADD").arg(&key).arg("*").arg("payload").arg(r#"{"work":1}"#).query::<String>(&mut c)?;
+                    redis::cmd("XADD")
+                        .arg(&key)
+                        .arg("*")
+                        .arg("payload")
+                        .arg(r#"{"work":1}"#)
+                        .query::<String>(&mut c)?;
                     let got: redis::streams::StreamReadReply = redis::cmd("XREADGROUP")
-                        .arg("GROUP").arg("g").arg("c").arg("COUNT").arg(1).arg("STREAMS").arg(&key).arg(">")
+                        .arg("GROUP")
+                        .arg("g")
+                        .arg("c")
+                        .arg("COUNT")
+                        .arg(1)
+                        .arg("STREAMS")
+                        .arg(&key)
+                        .arg(">")
                         .query(&mut c)?;
-                    let id = got.keys.first().and_then(|k| k.ids.first()).map(|i| i.id.clone()).context("nothing read")?;
-                    redis::cmd("XACK").arg(&key).arg("g").arg(&id).query::<i64>(&mut c)?;
+                    let id = got
+                        .keys
+                        .first()
+                        .and_then(|k| k.ids.first())
+                        .map(|i| i.id.clone())
+                        .context("nothing read")?;
+                    redis::cmd("XACK")
+                        .arg(&key)
+                        .arg("g")
+                        .arg(&id)
+                        .query::<i64>(&mut c)?;
                     cycles += 1;
                 }
                 Ok(cycles)
@@ -194,7 +232,9 @@ fn redis(agents: usize, depth: usize, duration: Duration) -> anyhow::Result<f64>
         .collect();
     let mut total = 0;
     for h in handles {
-        total += h.join().map_err(|_| anyhow::anyhow!("redis worker panicked"))??;
+        total += h
+            .join()
+            .map_err(|_| anyhow::anyhow!("redis worker panicked"))??;
     }
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
@@ -211,7 +251,10 @@ fn json_file(agents: usize, depth: usize, duration: Duration) -> anyhow::Result<
                 "ts": 1, "reply_to": null}));
         }
     }
-    write(&path, &json!({"messages": messages, "seq": messages.len(), "agents": {}}))?;
+    write(
+        &path,
+        &json!({"messages": messages, "seq": messages.len(), "agents": {}}),
+    )?;
     let lock = Arc::new(std::sync::Mutex::new(()));
     let deadline = Instant::now() + duration;
     let start = Instant::now();
@@ -251,7 +294,9 @@ fn json_file(agents: usize, depth: usize, duration: Duration) -> anyhow::Result<
         .collect();
     let mut total = 0;
     for h in handles {
-        total += h.join().map_err(|_| anyhow::anyhow!("json worker panicked"))??;
+        total += h
+            .join()
+            .map_err(|_| anyhow::anyhow!("json worker panicked"))??;
     }
     Ok(total as f64 / start.elapsed().as_secs_f64())
 }
@@ -268,7 +313,9 @@ fn write(path: &Path, v: &Value) -> anyhow::Result<()> {
 
 pub fn run(seconds: f64) -> anyhow::Result<()> {
     let duration = Duration::from_secs_f64(seconds);
-    let rt = tokio::runtime::Builder::new_multi_thread().enable_all().build()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
     println!(
         "bus: durable post → poll → ack cycles/s, {seconds:.0} s per measurement, one mailbox per agent"
     );
@@ -279,9 +326,24 @@ pub fn run(seconds: f64) -> anyhow::Result<()> {
             let r = redis(agents, depth, duration)?;
             // The whole-file design rewrites 100,000 messages per step: a short look suffices.
             let j = json_file(agents, depth, duration.min(Duration::from_secs(3)))?;
-            rows.push(Row { system: "warden", agents, depth, cycles_per_s: w });
-            rows.push(Row { system: "redis", agents, depth, cycles_per_s: r });
-            rows.push(Row { system: "json-file", agents, depth, cycles_per_s: j });
+            rows.push(Row {
+                system: "warden",
+                agents,
+                depth,
+                cycles_per_s: w,
+            });
+            rows.push(Row {
+                system: "redis",
+                agents,
+                depth,
+                cycles_per_s: r,
+            });
+            rows.push(Row {
+                system: "json-file",
+                agents,
+                depth,
+                cycles_per_s: j,
+            });
             println!(
                 "  depth {depth:>7}, {agents} agent(s): warden {w:>8.0}  redis {r:>8.0}  json-file {j:>8.1}  warden/redis {:.2}×",
                 w / r
@@ -296,8 +358,17 @@ pub fn run(seconds: f64) -> anyhow::Result<()> {
     let one = get("warden", 1, 1_000) / get("redis", 1, 1_000);
     let eight = get("warden", 8, 1_000) / get("redis", 8, 1_000);
     let flat = get("warden", 8, 1_000) / get("warden", 8, 100_000);
-    println!("  targets: ≥ redis at 1 agent: {one:.2}× {}", if one >= 1.0 { "met" } else { "MISSED" });
-    println!("           ≥ 2× redis at 8 agents: {eight:.2}× {}", if eight >= 2.0 { "met" } else { "MISSED" });
-    println!("           100,000 deep within 1.5× of 1,000 deep (8 agents): {flat:.2}× {}", if flat <= 1.5 { "met" } else { "MISSED" });
+    println!(
+        "  targets: ≥ redis at 1 agent: {one:.2}× {}",
+        if one >= 1.0 { "met" } else { "MISSED" }
+    );
+    println!(
+        "           ≥ 2× redis at 8 agents: {eight:.2}× {}",
+        if eight >= 2.0 { "met" } else { "MISSED" }
+    );
+    println!(
+        "           100,000 deep within 1.5× of 1,000 deep (8 agents): {flat:.2}× {}",
+        if flat <= 1.5 { "met" } else { "MISSED" }
+    );
     Ok(())
 }

@@ -18,6 +18,18 @@ use warden_store::{
     BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, ResourceLease, Store, StoreError,
 };
 
+/// After a wake-up, how long to wait before each further look at a commit
+/// that may not have become visible yet.
+const RECHECKS: [Duration; 4] = [
+    Duration::from_millis(5),
+    Duration::from_millis(20),
+    Duration::from_millis(80),
+    Duration::from_millis(320),
+];
+
+/// The longest resource lease: a year.
+pub const MAX_LEASE: Duration = Duration::from_secs(365 * 86400);
+
 /// The bus's limits and timings.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct BusConfig {
@@ -249,15 +261,34 @@ impl Bus {
         let mut watch = StoreWatch::new(self.store.path()).map_err(|e| {
             BusError::Store(StoreError::Open {
                 path: self.store.path().display().to_string(),
-                why: format!("cannot watch the store for changes: {e}"),
+                why: format!(
+                    "cannot watch the store for changes: {e} (too many waiting polls? raise fs.inotify.max_user_instances)"
+                ),
             })
         })?;
+        let mut first = true;
+        // A wake-up can come from the first WAL frames of a commit that is
+        // not visible yet (the wal-index is updated through shared memory,
+        // which inotify does not see): after one, look again a few times,
+        // ever later, until the next event.
+        let mut recheck = RECHECKS.iter();
         loop {
-            let got = self.poll(agent, limit).await?;
-            if !got.is_empty() || tokio::time::Instant::now() >= deadline {
-                return Ok(got);
+            // A read says whether there is anything before a poll takes the
+            // write lock (most wake-ups are other writes).
+            if first || self.store.bus_deliverable(agent).await? {
+                let got = self.poll(agent, limit).await?;
+                if !got.is_empty() {
+                    return Ok(got);
+                }
+            }
+            first = false;
+            if tokio::time::Instant::now() >= deadline {
+                return Ok(vec![]);
             }
             let mut until = deadline;
+            if let Some(d) = recheck.next() {
+                until = until.min(tokio::time::Instant::now() + *d);
+            }
             if let Some(expiry) = self.store.bus_next_expiry(agent).await? {
                 let now = warden_core::Timestamp::now().as_millis();
                 let at = tokio::time::Instant::now()
@@ -265,10 +296,13 @@ impl Bus {
                 until = until.min(at);
             }
             tokio::select! {
-                woke = watch.changed() => woke.map_err(|e| BusError::Store(StoreError::Open {
-                    path: self.store.path().display().to_string(),
-                    why: format!("watching the store failed: {e}"),
-                }))?,
+                woke = watch.changed() => {
+                    woke.map_err(|e| BusError::Store(StoreError::Open {
+                        path: self.store.path().display().to_string(),
+                        why: format!("watching the store failed: {e}"),
+                    }))?;
+                    recheck = RECHECKS.iter();
+                }
                 () = tokio::time::sleep_until(until) => {}
             }
         }
@@ -323,8 +357,14 @@ impl Bus {
         ttl: Duration,
     ) -> Result<ResourceLease, BusError> {
         check_name("resource", resource)?;
-        if ttl.is_zero() {
-            return Err(invalid("ttl", "a lease needs a positive TTL"));
+        if ttl.is_zero() || ttl > MAX_LEASE {
+            return Err(invalid(
+                "ttl",
+                format!(
+                    "a lease lasts more than 0 and at most {} s",
+                    MAX_LEASE.as_secs()
+                ),
+            ));
         }
         Ok(self
             .store

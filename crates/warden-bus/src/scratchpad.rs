@@ -121,8 +121,15 @@ impl Scratchpad {
 
     /// The seed's file for what the store holds.
     pub fn from_store(agents: Vec<BusAgent>, messages: Vec<BusMessage>) -> Self {
+        // The seed numbers its ids from `seq`: never hand back one that an
+        // id in use (`msg_NNN`) has passed.
+        let numbered = messages
+            .iter()
+            .filter_map(|m| m.id.strip_prefix("msg_")?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
         Self {
-            seq: messages.len() as u64,
+            seq: numbered.max(messages.len() as u64),
             messages: messages
                 .into_iter()
                 .map(|m| SeedMessage {

@@ -71,6 +71,8 @@ pub struct BusCounts {
     pub delivered: u64,
     pub completed: u64,
     pub failed: u64,
+    /// Past their TTL, never to be delivered; prune removes them.
+    pub expired: u64,
     pub dead: u64,
 }
 
@@ -233,6 +235,9 @@ impl Store {
                      WHERE recipient = ?1 AND status IN ('pending', 'delivered')",
                 )?
                 .execute(params![name, reason, now()])?;
+            // What it held is free again (the fencing token stays).
+            c.prepare_cached("UPDATE bus_leases SET holder = NULL, expires_at = NULL WHERE holder = ?1")?
+                .execute([&name])?;
             Ok(failed as u64)
         })
         .await
@@ -381,6 +386,24 @@ impl Store {
         .await
     }
 
+    /// Whether a poll by `agent` would deliver something now (a read: a
+    /// long poll checks this before it takes the write lock).
+    pub async fn bus_deliverable(&self, agent: &str) -> Result<bool, StoreError> {
+        let agent = agent.to_owned();
+        self.read(move |c| {
+            Ok(c.prepare_cached(
+                "SELECT 1 FROM bus_messages
+                 WHERE recipient = ?1 AND status IN ('pending', 'delivered') AND visible_at <= ?2
+                   AND (ttl_ms = 0 OR ts + ttl_ms > ?2)
+                 LIMIT 1",
+            )?
+            .query_row(params![agent, now()], |_| Ok(()))
+            .optional()?
+            .is_some())
+        })
+        .await
+    }
+
     /// When `agent`'s earliest lease expires (ms since the epoch), if any:
     /// a long poll waits no longer than that.
     pub async fn bus_next_expiry(&self, agent: &str) -> Result<Option<u64>, StoreError> {
@@ -388,9 +411,11 @@ impl Store {
         self.read(move |c| {
             let v: Option<i64> = c
                 .prepare_cached(
-                    "SELECT MIN(visible_at) FROM bus_messages WHERE recipient = ?1 AND status = 'delivered'",
+                    "SELECT MIN(visible_at) FROM bus_messages
+                     WHERE recipient = ?1 AND status IN ('pending', 'delivered')
+                       AND status = 'delivered' AND visible_at > ?2",
                 )?
-                .query_row([agent], |r| r.get(0))?;
+                .query_row(params![agent, now()], |r| r.get(0))?;
             Ok(v.map(|v| v.max(0) as u64))
         })
         .await
@@ -414,7 +439,6 @@ impl Store {
             let current = lease(c, &resource)?;
             if let Some(l) = &current
                 && let (Some(h), Some(until)) = (&l.holder, l.expires_at)
-                && until as i64 > t
             {
                 return Err(refuse(
                     "resource",
@@ -478,10 +502,11 @@ impl Store {
                 .prepare_cached("SELECT resource FROM bus_leases ORDER BY resource")?
                 .query_map([], |r| r.get(0))?
                 .collect::<Result<_, _>>()?;
-            Ok(names
-                .iter()
-                .filter_map(|n| lease(c, n).ok().flatten())
-                .collect())
+            let mut out = Vec::with_capacity(names.len());
+            for n in &names {
+                out.extend(lease(c, n)?);
+            }
+            Ok(out)
         })
         .await
     }
@@ -489,6 +514,9 @@ impl Store {
     /// Everything on the bus: agents and messages in order.
     pub async fn bus_export(&self) -> Result<(Vec<BusAgent>, Vec<BusMessage>), StoreError> {
         self.read(|c| {
+            // One snapshot for both.
+            let tx = c.unchecked_transaction()?;
+            let c: &Connection = &tx;
             let names: Vec<String> = c
                 .prepare_cached("SELECT name FROM bus_agents ORDER BY name")?
                 .query_map([], |r| r.get(0))?
@@ -507,7 +535,8 @@ impl Store {
     }
 
     /// Adds agents and messages from another scratchpad in one transaction:
-    /// agents are registered (capabilities merged, last poll kept), messages
+    /// agents not here yet are registered (capabilities and last poll as
+    /// given; agents already here stay as they are), messages
     /// keep their ids, statuses and times; a message whose id is already
     /// here is skipped. Returns (agents, imported, skipped).
     pub async fn bus_import(
@@ -596,10 +625,17 @@ impl Store {
                     },
                 );
             }
+            // A message past its TTL that nobody holds a live lease on is
+            // counted as expired, whatever it was.
             let mut stmt = c.prepare_cached(
-                "SELECT recipient, status, COUNT(*) FROM bus_messages GROUP BY recipient, status",
+                "SELECT recipient,
+                        CASE WHEN status IN ('pending', 'delivered') AND ttl_ms > 0 AND ts + ttl_ms <= ?1
+                                  AND NOT (status = 'delivered' AND visible_at > ?1)
+                             THEN 'expired' ELSE status END AS s,
+                        COUNT(*)
+                 FROM bus_messages GROUP BY recipient, s",
             )?;
-            let rows = stmt.query_map([], |r| {
+            let rows = stmt.query_map([now()], |r| {
                 Ok((
                     r.get::<_, String>(0)?,
                     r.get::<_, String>(1)?,
@@ -618,6 +654,7 @@ impl Store {
                     "delivered" => e.delivered += n,
                     "completed" => e.completed += n,
                     "failed" => e.failed += n,
+                    "expired" => e.expired += n,
                     _ => e.dead += n,
                 }
             }
@@ -641,7 +678,8 @@ impl Store {
             let expired = c
                 .prepare_cached(
                     "DELETE FROM bus_messages WHERE status IN ('pending', 'delivered')
-                     AND ttl_ms > 0 AND ts + ttl_ms <= ?1",
+                     AND ttl_ms > 0 AND ts + ttl_ms <= ?1
+                     AND NOT (status = 'delivered' AND visible_at > ?1)",
                 )?
                 .execute([t])?;
             let done = c
@@ -657,6 +695,11 @@ impl Store {
                                      AND m.status IN ('pending', 'delivered'))",
                 )?
                 .execute([t - agent_idle as i64])?;
+            c.prepare_cached(
+                "UPDATE bus_leases SET holder = NULL, expires_at = NULL
+                 WHERE holder IS NOT NULL AND holder NOT IN (SELECT name FROM bus_agents)",
+            )?
+            .execute([])?;
             Ok((expired as u64, done as u64, agents as u64))
         })
         .await
@@ -682,16 +725,21 @@ fn agent(c: &Connection, name: &str) -> Result<BusAgent, StoreError> {
     })
 }
 
+/// A resource's lease as it stands now: one that ran out is reported free.
 fn lease(c: &Connection, resource: &str) -> Result<Option<ResourceLease>, StoreError> {
+    let t = now();
     Ok(c.prepare_cached(
         "SELECT resource, holder, fencing, expires_at FROM bus_leases WHERE resource = ?1",
     )?
     .query_row([resource], |r| {
+        let expires_at = r.get::<_, Option<i64>>(3)?.filter(|e| *e > t);
         Ok(ResourceLease {
             resource: r.get(0)?,
-            holder: r.get(1)?,
+            holder: r
+                .get::<_, Option<String>>(1)?
+                .filter(|_| expires_at.is_some()),
             fencing: r.get::<_, i64>(2)?.max(0) as u64,
-            expires_at: r.get::<_, Option<i64>>(3)?.map(|v| v.max(0) as u64),
+            expires_at: expires_at.map(|v| v.max(0) as u64),
         })
     })
     .optional()?)

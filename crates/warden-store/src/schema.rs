@@ -155,7 +155,14 @@ pub(crate) fn migrate(conn: &mut Connection) -> Result<(), StoreError> {
         });
     }
     for (i, sql) in MIGRATIONS.iter().enumerate().skip(have as usize) {
-        let tx = conn.transaction()?;
+        // Another process may be migrating the same file: take the write
+        // lock first and look again, so each step runs exactly once.
+        let tx = conn.transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)?;
+        let now: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+        if now > i as u32 {
+            tx.commit()?;
+            continue;
+        }
         tx.execute_batch(sql)?;
         tx.pragma_update(None, "user_version", i as u32 + 1)?;
         tx.commit()?;

@@ -77,7 +77,7 @@ pub enum BusCommand {
     },
     /// Messages per agent, by status.
     Status,
-    /// Remove expired messages and finished ones older than an hour, now.
+    /// Remove expired messages, finished ones older than bus.keep_done_seconds, idle agents, now.
     Prune,
     /// Register an agent: <name> <capabilities> (comma- or space-separated).
     Register {
@@ -165,18 +165,65 @@ fn need_lease(lease: Option<String>) -> Result<String, BusError> {
     })
 }
 
+/// Options given after a payload, result or error would be taken as words
+/// of it: refuse them, saying where they go.
+fn options_first(words: &[String]) -> Result<(), BusError> {
+    const FLAGS: [&str; 9] = [
+        "--ttl",
+        "--reply-to",
+        "--lease",
+        "--json",
+        "--as",
+        "--home",
+        "--config",
+        "--limit",
+        "--wait",
+    ];
+    match words.iter().find(|w| {
+        FLAGS
+            .iter()
+            .any(|f| w.as_str() == *f || w.starts_with(&format!("{f}=")))
+    }) {
+        Some(w) => Err(BusError::Invalid {
+            field: "arguments",
+            message: format!(
+                "{w} comes after the text; options go before <payload…>, <result…> or <error…>"
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+fn fail(json: bool, e: &dyn std::fmt::Display, code: u8) -> ExitCode {
+    if json {
+        println!("{}", json!({ "error": e.to_string() }));
+    } else {
+        eprintln!("warden bus: {e}");
+    }
+    ExitCode::from(code)
+}
+
 pub async fn main(args: BusArgs) -> anyhow::Result<ExitCode> {
+    let json = args.json;
     let home = args
         .home
         .clone()
         .unwrap_or_else(|| PathBuf::from(".warden"));
-    std::fs::create_dir_all(&home)
-        .with_context(|| format!("cannot create WARDEN_HOME {}", home.display()))?;
-    let store = Store::open(&home.join("warden.db"), CommitMode::Group)?;
-    let settings = crate::config::bus::for_cli(&home, args.config.clone())?;
-    let bus = Bus::new(store.clone(), settings.bus_config()?);
+    let settings = match crate::config::bus::for_cli(&home, args.config.clone())
+        .and_then(|s| s.bus_config())
+    {
+        Ok(s) => s,
+        Err(e) => return Ok(fail(json, &format!("{e:#}"), 1)),
+    };
+    let opened = std::fs::create_dir_all(&home)
+        .with_context(|| format!("cannot create WARDEN_HOME {}", home.display()))
+        .and_then(|()| Ok(Store::open(&home.join("warden.db"), CommitMode::Group)?));
+    let store = match opened {
+        Ok(s) => s,
+        Err(e) => return Ok(fail(json, &format!("{e:#}"), 3)),
+    };
+    let bus = Bus::new(store.clone(), settings);
     let me = args.agent.clone().unwrap_or_else(|| "user".to_owned());
-    let json = args.json;
     let out = run(&bus, &me, args.command).await;
     store.close();
     match out {
@@ -189,15 +236,11 @@ pub async fn main(args: BusArgs) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Err(e) => {
-            if json {
-                println!("{}", json!({ "error": e.to_string() }));
-            } else {
-                eprintln!("warden bus: {e}");
-            }
-            Ok(ExitCode::from(match e {
+            let code = match e {
                 BusError::Store(_) => 3,
                 _ => 1,
-            }))
+            };
+            Ok(fail(json, &e, code))
         }
     }
 }
@@ -216,6 +259,7 @@ async fn run(
             ttl,
             reply_to,
         } => {
+            options_first(&payload)?;
             let payload = payload.join(" ");
             let m = bus
                 .post(&Post {
@@ -258,6 +302,7 @@ async fn run(
             result,
             lease,
         } => {
+            options_first(&result)?;
             let m = bus
                 .ack(&msg_id, &need_lease(lease)?, &result.join(" "))
                 .await?;
@@ -269,6 +314,7 @@ async fn run(
             error,
             lease,
         } => {
+            options_first(&error)?;
             let m = bus
                 .reject(&msg_id, &need_lease(lease)?, &error.join(" "))
                 .await?;
@@ -278,17 +324,18 @@ async fn run(
         BusCommand::Status => {
             let counts = bus.status().await?;
             let mut text = format!(
-                "{:<20} {:>8} {:>9} {:>9} {:>7} {:>5}",
-                "agent", "pending", "delivered", "completed", "failed", "dead"
+                "{:<20} {:>8} {:>9} {:>9} {:>7} {:>7} {:>5}",
+                "agent", "pending", "delivered", "completed", "failed", "expired", "dead"
             );
             for c in &counts {
                 text.push_str(&format!(
-                    "\n{:<20} {:>8} {:>9} {:>9} {:>7} {:>5}{}",
+                    "\n{:<20} {:>8} {:>9} {:>9} {:>7} {:>7} {:>5}{}",
                     c.agent,
                     c.pending,
                     c.delivered,
                     c.completed,
                     c.failed,
+                    c.expired,
                     c.dead,
                     if c.registered {
                         ""
@@ -319,10 +366,13 @@ async fn run(
             holder,
             ttl,
         }) => {
-            if !(ttl.is_finite() && ttl > 0.0) {
+            if !(ttl.is_finite() && ttl > 0.0 && ttl <= warden_bus::MAX_LEASE.as_secs_f64()) {
                 return Err(BusError::Invalid {
                     field: "ttl",
-                    message: format!("{ttl} must be a positive number of seconds"),
+                    message: format!(
+                        "{ttl} must be a number of seconds above 0 and at most {}",
+                        warden_bus::MAX_LEASE.as_secs()
+                    ),
                 });
             }
             let l = bus
@@ -375,7 +425,15 @@ async fn run(
             match file {
                 None => (json!(pad), body),
                 Some(f) => {
-                    std::fs::write(&f, body + "\n").map_err(|e| BusError::Invalid {
+                    // A temp file, synced, then renamed: a crash leaves the old file or the new.
+                    let tmp = f.with_extension("tmp");
+                    let written = std::fs::File::create(&tmp)
+                        .and_then(|mut w| {
+                            std::io::Write::write_all(&mut w, (body + "\n").as_bytes())?;
+                            w.sync_all()
+                        })
+                        .and_then(|()| std::fs::rename(&tmp, &f));
+                    written.map_err(|e| BusError::Invalid {
                         field: "file",
                         message: format!("cannot write {}: {e}", f.display()),
                     })?;

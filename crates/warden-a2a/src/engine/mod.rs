@@ -169,6 +169,10 @@ pub struct TaskEngine {
     live: Arc<Mutex<HashMap<TaskId, LiveTask>>>,
     /// Prompts waiting for an answer, by task.
     prompts: Arc<Mutex<HashMap<TaskId, PendingPrompt>>>,
+    /// Raising a prompt and taking an answer happen one at a time: an
+    /// answer seen right after the paused state is saved waits for the
+    /// prompt to be listed, and never lands before the pause.
+    prompt_gate: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl std::fmt::Debug for TaskEngine {
@@ -245,6 +249,7 @@ impl TaskEngine {
             grace: Duration::ZERO,
             live: Arc::default(),
             prompts: Arc::default(),
+            prompt_gate: Arc::default(),
         }
     }
 

@@ -187,6 +187,7 @@ impl TaskEngine {
             pending.envelope(),
         )]));
         let message = pending.shown.clone();
+        let _one_at_a_time = self.prompt_gate.lock().await;
         let paused = TaskChange::Status(status(TaskState::InputRequired, Some(message)));
         match self.store.update_task(id, vec![output, paused]).await {
             Ok(_) => {
@@ -336,6 +337,7 @@ impl TaskEngine {
         actor: &str,
     ) -> Result<Task, AnswerError> {
         check_text(text)?;
+        let _one_at_a_time = self.prompt_gate.lock().await;
         let task = lock(&self.prompts)
             .values()
             .find(|p| p.prompt_id == prompt_id)
@@ -403,6 +405,7 @@ impl TaskEngine {
                 task.status.state.as_str()
             )));
         }
+        let _one_at_a_time = self.prompt_gate.lock().await;
         let claimed = self
             .claim(
                 task.id,

@@ -135,7 +135,13 @@ async fn poll(
             let wait = std::time::Duration::from_secs_f64(w);
             tokio::select! {
                 got = s.bus.poll_wait(&name, limit, wait) => got?,
-                () = s.shutdown.cancelled() => vec![],
+                () = s.shutdown.cancelled() => {
+                    return Err(ApiError::new(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "shutting_down",
+                        "the server is shutting down; poll again",
+                    ));
+                }
             }
         }
         Some(w) => {

@@ -548,3 +548,72 @@ fn the_bus_reads_its_limits_from_warden_toml() {
         "{out:?}"
     );
 }
+
+#[test]
+fn fresh_homes_opened_by_many_processes_at_once_all_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    let children: Vec<_> = (0..6)
+        .map(|_| {
+            warden(&d)
+                .args(["bus", "status"])
+                .env("WARDEN_HOME", d.join(".warden"))
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn options_after_the_text_are_refused_not_swallowed() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    let out = bus(d, &["post", "user", "note", "x", "{}", "--ttl", "5"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("options go before"));
+    let out = bus(d, &["ack", "msg_x", "done", "--lease", "t"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("options go before"));
+}
+
+#[tokio::test]
+async fn a_live_lease_outlasts_the_ttl_and_prune_leaves_it_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_owned();
+    bus_json(&d, &["register", "slow", "x"]);
+    let m = bus_json(&d, &["post", "--ttl", "300", "slow", "job", "x", "{}"]);
+    let got = bus_json(&d, &["poll", "slow"]);
+    let lease = got["messages"][0]["lease_token"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Past the TTL, still under the lease.
+    let ts = m["ts"].as_u64().unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    tokio::time::sleep(Duration::from_millis((ts + 320).saturating_sub(now))).await;
+    let pruned = bus_json(&d, &["prune"]);
+    assert_eq!(
+        pruned["expired"], 0,
+        "a message under a live lease was pruned"
+    );
+    // A long poll in the meantime does not spin on it.
+    let start = Instant::now();
+    let empty = bus_json(&d, &["poll", "slow", "--wait", "0.5"]);
+    assert_eq!(empty["messages"], serde_json::json!([]));
+    assert!(start.elapsed() >= Duration::from_millis(450));
+    let id = m["id"].as_str().unwrap();
+    let done = bus_json(&d, &["ack", "--lease", &lease, id, "late but held"]);
+    assert_eq!(done["status"], "completed");
+}
