@@ -26,6 +26,11 @@ pub fn router(state: AppState) -> Router {
         .route("/api/v1/bus/messages/{id}/reject", post(reject))
         .route("/api/v1/bus/status", get(status))
         .route("/api/v1/bus/prune", post(prune))
+        .route("/api/v1/bus/leases", post(lease_create).get(leases))
+        .route(
+            "/api/v1/bus/leases/{resource}",
+            axum::routing::delete(lease_revoke),
+        )
         .with_state(state)
 }
 
@@ -184,6 +189,41 @@ async fn reject(
 
 async fn status(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({ "agents": s.bus.status().await? })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NewLease {
+    resource: String,
+    holder: String,
+    ttl_seconds: f64,
+}
+
+async fn lease_create(
+    State(s): State<AppState>,
+    JsonBody(b): JsonBody<NewLease>,
+) -> Result<(StatusCode, Json<Value>), ApiError> {
+    let max = warden_bus::MAX_LEASE.as_secs_f64();
+    if !(b.ttl_seconds.is_finite() && b.ttl_seconds > 0.0 && b.ttl_seconds <= max) {
+        return Err(ApiError::field(
+            "ttl_seconds",
+            format!("must be above 0 and at most {max}"),
+        ));
+    }
+    let ttl = std::time::Duration::from_secs_f64(b.ttl_seconds);
+    let l = s.bus.lease_create(&b.resource, &b.holder, ttl).await?;
+    Ok((StatusCode::CREATED, Json(json!(l))))
+}
+
+async fn lease_revoke(
+    State(s): State<AppState>,
+    Path(resource): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!(s.bus.lease_revoke(&resource).await?)))
+}
+
+async fn leases(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {
+    Ok(Json(json!({ "leases": s.bus.leases().await? })))
 }
 
 async fn prune(State(s): State<AppState>) -> Result<Json<Value>, ApiError> {

@@ -313,6 +313,28 @@ async fn the_http_api_has_the_same_semantics() {
         .post("/api/v1/bus/messages", serde_json::json!({"from": "user", "to": "ghost", "type": "job", "capability": "x", "payload": 1}))
         .await;
     assert_eq!(status, 404);
+    // Resource leases over HTTP: one holder, then a refusal naming it.
+    let (status, l) = server
+        .post(
+            "/api/v1/bus/leases",
+            serde_json::json!({"resource": "db", "holder": "remote", "ttl_seconds": 60}),
+        )
+        .await;
+    assert_eq!((status, l["fencing"].as_u64()), (201, Some(1)), "{l}");
+    let (status, err) = server
+        .post(
+            "/api/v1/bus/leases",
+            serde_json::json!({"resource": "db", "holder": "user", "ttl_seconds": 60}),
+        )
+        .await;
+    assert_eq!(status, 409, "{err}");
+    let revoked = server
+        .client
+        .delete(server.url("/api/v1/bus/leases/db"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
     let (_, counts) = server.get("/api/v1/bus/status").await;
     assert!(
         counts["agents"]
