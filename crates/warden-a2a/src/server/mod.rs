@@ -24,7 +24,7 @@ use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
 use crate::engine::TaskEngine;
-use crate::instance::{DEFAULT_INSTANCE, Instances};
+use crate::instance::{DEFAULT_INSTANCE, Instance, Instances};
 use crate::jsonrpc::A2aError;
 
 pub use auth::ClientToken;
@@ -192,20 +192,32 @@ async fn instance_rpc(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Some(refused) = state.token.check(&headers) {
-        return refused;
-    }
-    let body = match body {
-        Ok(b) => b,
-        Err(e) => return unreadable(&e),
+    let (instance, body, asked) = match admit(&state, &name, &headers, body) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
     };
-    let Some(instance) = state.instances.get(&name) else {
-        return no_instance(&name);
-    };
-    let asked = extensions::Requested::from_headers(&headers);
     let mut resp = rpc::handle(&state, &instance, &asked, &headers, &query, &body).await;
     asked.echo(&instance, &mut resp);
     resp
+}
+
+/// What every RPC and HTTP+JSON request passes first: the client token,
+/// a readable body, an instance by that name; and the extensions it asks for.
+fn admit(
+    state: &A2aState,
+    name: &str,
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<(Arc<Instance>, Bytes, extensions::Requested), Box<Response>> {
+    if let Some(refused) = state.token.check(headers) {
+        return Err(Box::new(refused));
+    }
+    let body = body.map_err(|e| Box::new(unreadable(&e)))?;
+    let instance = state
+        .instances
+        .get(name)
+        .ok_or_else(|| Box::new(no_instance(name)))?;
+    Ok((instance, body, extensions::Requested::from_headers(headers)))
 }
 
 /// The default instance's HTTP+JSON routes at `/`.
@@ -237,17 +249,10 @@ async fn instance_rest(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    if let Some(refused) = state.token.check(&headers) {
-        return refused;
-    }
-    let body = match body {
-        Ok(b) => b,
-        Err(e) => return unreadable(&e),
+    let (instance, body, asked) = match admit(&state, &name, &headers, body) {
+        Ok(admitted) => admitted,
+        Err(refused) => return *refused,
     };
-    let Some(instance) = state.instances.get(&name) else {
-        return no_instance(&name);
-    };
-    let asked = extensions::Requested::from_headers(&headers);
     let mut resp = rest::handle(
         &state, &instance, &asked, &method, &path, &query, &headers, &body,
     )

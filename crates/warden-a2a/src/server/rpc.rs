@@ -189,6 +189,23 @@ struct IdParams {
     history_length: Option<i64>,
 }
 
+/// `GetTask` / `tasks/get`: the same parameters in both versions.
+async fn get_task(state: &A2aState, instance: &Instance, req: &Request) -> Result<Task, A2aError> {
+    let p: IdParams = params(req)?;
+    let history = history_length(p.history_length, "historyLength")?;
+    state.engine.get(instance, &p.id, history).await
+}
+
+/// `CancelTask` / `tasks/cancel`.
+async fn cancel_task(
+    state: &A2aState,
+    instance: &Instance,
+    req: &Request,
+) -> Result<Task, A2aError> {
+    let p: IdParams = params(req)?;
+    state.engine.cancel(instance, &p.id).await
+}
+
 async fn v1_method(
     state: &A2aState,
     instance: &Instance,
@@ -212,22 +229,8 @@ async fn v1_method(
                 Sent::Message(m) => json!({ "message": v1::Message::from(&m) }),
             })
         }
-        "GetTask" => {
-            let p: IdParams = params(req)?;
-            Ok(task_v1(
-                &engine
-                    .get(
-                        instance,
-                        &p.id,
-                        history_length(p.history_length, "historyLength")?,
-                    )
-                    .await?,
-            ))
-        }
-        "CancelTask" => {
-            let p: IdParams = params(req)?;
-            Ok(task_v1(&engine.cancel(instance, &p.id).await?))
-        }
+        "GetTask" => Ok(task_v1(&get_task(state, instance, req).await?)),
+        "CancelTask" => Ok(task_v1(&cancel_task(state, instance, req).await?)),
         "ListTasks" => {
             let p: ListParams = params(req)?;
             Ok(list_response(&engine.list(instance, p.query()?).await?))
@@ -290,22 +293,8 @@ async fn v03_method(
                 Sent::Message(m) => json!(v03::Message::from(&m)),
             })
         }
-        "tasks/get" => {
-            let p: IdParams = params(req)?;
-            Ok(task_v03(
-                &engine
-                    .get(
-                        instance,
-                        &p.id,
-                        history_length(p.history_length, "historyLength")?,
-                    )
-                    .await?,
-            ))
-        }
-        "tasks/cancel" => {
-            let p: IdParams = params(req)?;
-            Ok(task_v03(&engine.cancel(instance, &p.id).await?))
-        }
+        "tasks/get" => Ok(task_v03(&get_task(state, instance, req).await?)),
+        "tasks/cancel" => Ok(task_v03(&cancel_task(state, instance, req).await?)),
         m if m.starts_with("tasks/pushNotificationConfig/") => {
             Err(A2aError::PushNotificationNotSupported)
         }
