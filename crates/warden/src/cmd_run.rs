@@ -77,6 +77,12 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     .context("cannot become a child subreaper")?;
     let json = args.json;
 
+    // Listen before the program starts: a Ctrl-C that came before the
+    // handlers would kill warden and leave the program running.
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut int = signal(SignalKind::interrupt()).context("cannot handle SIGINT")?;
+    let mut term = signal(SignalKind::terminate()).context("cannot handle SIGTERM")?;
+
     let id = RunId::new();
     let mut run = match supervisor.spawn(&id.to_string(), &spec) {
         Ok(r) => r,
@@ -100,11 +106,9 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let canceller = run.canceller();
     tokio::spawn(async move {
-        let mut term =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            Some(()) = async { match term.as_mut() { Some(t) => t.recv().await, None => std::future::pending().await } } => {}
+            _ = int.recv() => {}
+            _ = term.recv() => {}
         }
         canceller.cancel();
     });
