@@ -523,25 +523,6 @@ async fn streaming_send_0_3_marks_the_last_event_final() {
     );
 }
 
-async fn rest(
-    server: &Server,
-    method: reqwest::Method,
-    path: &str,
-    version: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = server.client.request(method, server.url(path));
-    if let Some(v) = version {
-        req = req.header("A2A-Version", v);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test]
 async fn http_json_binding_1_0() {
     use reqwest::Method;
@@ -605,14 +586,14 @@ async fn http_json_binding_1_0() {
         (Method::GET, "/tasks/t1/pushNotificationConfigs"),
         (Method::DELETE, "/tasks/t1/pushNotificationConfigs/c1"),
     ] {
-        let (status, err) = rest(
-            &server,
-            method,
-            path,
-            Some("1.0"),
-            Some(json!({"url": "https://example.com"})),
-        )
-        .await;
+        let (status, err) = server
+            .rest(
+                method,
+                path,
+                Some("1.0"),
+                Some(json!({"url": "https://example.com"})),
+            )
+            .await;
         assert_eq!(
             (status, err["error"]["details"][0]["reason"].as_str()),
             (400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED")),
@@ -625,110 +606,92 @@ async fn http_json_binding_1_0() {
     );
     let id = sent["task"]["id"].as_str().unwrap().to_owned();
 
-    let (status, got) = rest(
-        &server,
-        Method::GET,
-        &format!("/tasks/{id}"),
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, got) = server
+        .rest(Method::GET, &format!("/tasks/{id}"), Some("1.0"), None)
+        .await;
     assert_eq!((status, &got), (200, &sent["task"]));
-    let (status, err) = rest(
-        &server,
-        Method::GET,
-        &format!("/tasks/{id}?historyLength=-1"),
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, err) = server
+        .rest(
+            Method::GET,
+            &format!("/tasks/{id}?historyLength=-1"),
+            Some("1.0"),
+            None,
+        )
+        .await;
     assert_eq!(
         (status, err["error"]["status"].as_str()),
         (400, Some("INVALID_ARGUMENT"))
     );
-    let (status, listed) = rest(
-        &server,
-        Method::GET,
-        "/agents/default/tasks?pageSize=5",
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, listed) = server
+        .rest(
+            Method::GET,
+            "/agents/default/tasks?pageSize=5",
+            Some("1.0"),
+            None,
+        )
+        .await;
     assert_eq!((status, listed["totalSize"].as_u64()), (200, Some(2)));
 
-    let (status, err) = rest(&server, Method::GET, "/tasks/nope", Some("1.0"), None).await;
+    let (status, err) = server
+        .rest(Method::GET, "/tasks/nope", Some("1.0"), None)
+        .await;
     assert_eq!(status, 404);
     assert_eq!(err["error"]["status"], "NOT_FOUND");
     assert_eq!(err["error"]["details"][0]["reason"], "TASK_NOT_FOUND");
-    let (status, err) = rest(
-        &server,
-        Method::POST,
-        &format!("/tasks/{id}:cancel"),
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, err) = server
+        .rest(
+            Method::POST,
+            &format!("/tasks/{id}:cancel"),
+            Some("1.0"),
+            None,
+        )
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("TASK_NOT_CANCELABLE"))
     );
-    let (status, err) = rest(
-        &server,
-        Method::GET,
-        &format!("/tasks/{id}:subscribe"),
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, err) = server
+        .rest(
+            Method::GET,
+            &format!("/tasks/{id}:subscribe"),
+            Some("1.0"),
+            None,
+        )
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("UNSUPPORTED_OPERATION"))
     );
-    let (status, err) = rest(
-        &server,
-        Method::POST,
-        "/message:send",
-        Some("1.0"),
-        Some(json!({})),
-    )
-    .await;
+    let (status, err) = server
+        .rest(Method::POST, "/message:send", Some("1.0"), Some(json!({})))
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("INVALID_PARAMS")),
         "an empty send is an error"
     );
-    let (status, err) = rest(
-        &server,
-        Method::POST,
-        "/message:send",
-        None,
-        Some(msg.clone()),
-    )
-    .await;
+    let (status, err) = server
+        .rest(Method::POST, "/message:send", None, Some(msg.clone()))
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("VERSION_NOT_SUPPORTED"))
     );
-    let (status, err) = rest(
-        &server,
-        Method::GET,
-        "/extendedAgentCard",
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, err) = server
+        .rest(Method::GET, "/extendedAgentCard", Some("1.0"), None)
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"))
     );
-    let (status, _) = rest(
-        &server,
-        Method::GET,
-        "/agents/default/nothing-here",
-        Some("1.0"),
-        None,
-    )
-    .await;
+    let (status, _) = server
+        .rest(
+            Method::GET,
+            "/agents/default/nothing-here",
+            Some("1.0"),
+            None,
+        )
+        .await;
     assert_eq!(status, 404);
 
     // Streams on this binding carry bare StreamResponse objects.

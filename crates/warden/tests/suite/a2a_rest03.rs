@@ -6,25 +6,6 @@ use serde_json::{Value, json};
 
 use super::harness::*;
 
-async fn call(
-    server: &Server,
-    method: Method,
-    path: &str,
-    version: Option<&str>,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = server.client.request(method, server.url(path));
-    if let Some(v) = version {
-        req = req.header("A2A-Version", v);
-    }
-    if let Some(b) = body {
-        req = req.json(&b);
-    }
-    let resp = req.send().await.unwrap();
-    let status = resp.status().as_u16();
-    (status, resp.json().await.unwrap_or(Value::Null))
-}
-
 fn send(text: &str) -> Value {
     json!({"message": {"messageId": "r1", "role": "ROLE_USER", "content": [{"text": text}]}})
 }
@@ -33,14 +14,9 @@ fn send(text: &str) -> Value {
 async fn http_json_binding_0_3_send_get_cancel_and_errors() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(dir.path());
-    let (status, sent) = call(
-        &server,
-        Method::POST,
-        "/v1/message:send",
-        None,
-        Some(send("hello")),
-    )
-    .await;
+    let (status, sent) = server
+        .rest(Method::POST, "/v1/message:send", None, Some(send("hello")))
+        .await;
     assert_eq!(status, 200, "{sent}");
     let task = &sent["task"];
     assert_eq!(task["status"]["state"], "TASK_STATE_COMPLETED");
@@ -54,25 +30,20 @@ async fn http_json_binding_0_3_send_get_cancel_and_errors() {
     let id = task["id"].as_str().unwrap();
 
     // The same task, through a named instance's /v1/ path too.
-    let (status, got) = call(
-        &server,
-        Method::GET,
-        &format!("/agents/default/v1/tasks/{id}?historyLength=0"),
-        None,
-        None,
-    )
-    .await;
+    let (status, got) = server
+        .rest(
+            Method::GET,
+            &format!("/agents/default/v1/tasks/{id}?historyLength=0"),
+            None,
+            None,
+        )
+        .await;
     assert_eq!((status, got["id"].as_str()), (200, Some(id)));
     assert!(got.get("history").is_none(), "{got}");
 
-    let (status, err) = call(
-        &server,
-        Method::POST,
-        &format!("/v1/tasks/{id}:cancel"),
-        None,
-        None,
-    )
-    .await;
+    let (status, err) = server
+        .rest(Method::POST, &format!("/v1/tasks/{id}:cancel"), None, None)
+        .await;
     assert_eq!(
         (status, err["error"]["status"].as_str()),
         (400, Some("FAILED_PRECONDITION")),
@@ -85,7 +56,9 @@ async fn http_json_binding_0_3_send_get_cancel_and_errors() {
     // 1.0 names, a 1.0 header on a 0.3 path, push configs, a missing task.
     let bad =
         json!({"message": {"messageId": "r2", "role": "ROLE_USER", "parts": [{"text": "x"}]}});
-    let (status, err) = call(&server, Method::POST, "/v1/message:send", None, Some(bad)).await;
+    let (status, err) = server
+        .rest(Method::POST, "/v1/message:send", None, Some(bad))
+        .await;
     assert_eq!(status, 400, "{err}");
     assert!(
         err["error"]["message"]
@@ -94,41 +67,41 @@ async fn http_json_binding_0_3_send_get_cancel_and_errors() {
             .contains("content"),
         "{err}"
     );
-    let (status, err) = call(
-        &server,
-        Method::POST,
-        "/v1/message:send",
-        Some("1.0"),
-        Some(send("x")),
-    )
-    .await;
+    let (status, err) = server
+        .rest(
+            Method::POST,
+            "/v1/message:send",
+            Some("1.0"),
+            Some(send("x")),
+        )
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("VERSION_NOT_SUPPORTED"))
     );
     let push = json!({"url": "http://127.0.0.1:9/hook"});
-    let (status, err) = call(
-        &server,
-        Method::POST,
-        &format!("/v1/tasks/{id}/pushNotificationConfigs"),
-        None,
-        Some(push),
-    )
-    .await;
+    let (status, err) = server
+        .rest(
+            Method::POST,
+            &format!("/v1/tasks/{id}/pushNotificationConfigs"),
+            None,
+            Some(push),
+        )
+        .await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("PUSH_NOTIFICATION_NOT_SUPPORTED"))
     );
-    let (status, _) = call(
-        &server,
-        Method::GET,
-        "/v1/tasks/0190a0a0-0000-7000-8000-000000000000",
-        None,
-        None,
-    )
-    .await;
+    let (status, _) = server
+        .rest(
+            Method::GET,
+            "/v1/tasks/0190a0a0-0000-7000-8000-000000000000",
+            None,
+            None,
+        )
+        .await;
     assert_eq!(status, 404);
-    let (status, err) = call(&server, Method::GET, "/v1/card", None, None).await;
+    let (status, err) = server.rest(Method::GET, "/v1/card", None, None).await;
     assert_eq!(
         (status, err["error"]["details"][0]["reason"].as_str()),
         (400, Some("EXTENDED_AGENT_CARD_NOT_CONFIGURED"))

@@ -94,6 +94,26 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// An HTTP+JSON A2A request, with `A2A-Version` when given.
+    pub async fn rest(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        version: Option<&str>,
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let mut req = self.client.request(method, self.url(path));
+        if let Some(v) = version {
+            req = req.header("A2A-Version", v);
+        }
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.json().await.unwrap_or(Value::Null))
+    }
+
     /// Starts a run and returns its JSON (asserting 201).
     pub async fn start_run(&self, body: Value) -> Value {
         let (status, run) = self.post("/api/v1/runs", body).await;

@@ -52,8 +52,9 @@ fn prompt_of(task: &Value) -> (String, Value) {
     (env["prompt_id"].as_str().unwrap().to_owned(), env)
 }
 
-/// Polls the task until it has ended, for at most 20 s.
-async fn ended(server: &Server, id: &str) -> Value {
+/// Polls task `id` until `done` holds for it (what the test waits for is
+/// `what`), for at most 20 s.
+async fn task_until(server: &Server, id: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let r = call(
@@ -64,15 +65,23 @@ async fn ended(server: &Server, id: &str) -> Value {
         )
         .await;
         let t = r["result"].clone();
-        if matches!(
-            t["status"]["state"].as_str(),
-            Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED" | "TASK_STATE_CANCELED")
-        ) {
+        if done(&t) {
             return t;
         }
-        assert!(Instant::now() < deadline, "task {id} did not end: {t}");
+        assert!(Instant::now() < deadline, "task {id}: {what}: {t}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+}
+
+/// Polls the task until it has ended, for at most 20 s.
+async fn ended(server: &Server, id: &str) -> Value {
+    task_until(server, id, "did not end", |t| {
+        matches!(
+            t["status"]["state"].as_str(),
+            Some("TASK_STATE_COMPLETED" | "TASK_STATE_FAILED" | "TASK_STATE_CANCELED")
+        )
+    })
+    .await
 }
 
 fn output(task: &Value) -> String {
@@ -371,29 +380,12 @@ async fn a_prompt_for_a_secret_is_not_offered() {
     body["params"]["configuration"] = json!({"returnImmediately": true});
     let r = call(&server, Some("1.0"), Some(("A2A-Extensions", HITL)), body).await;
     let id = r["result"]["task"]["id"].as_str().unwrap().to_owned();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let t = loop {
-        let g = call(
-            &server,
-            Some("1.0"),
-            None,
-            json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": id}}),
-        )
-        .await;
-        let t = g["result"].clone();
-        let says = t["status"]["message"]["parts"][0]["text"]
+    let t = task_until(&server, &id, "no word about the secret prompt", |t| {
+        t["status"]["message"]["parts"][0]["text"]
             .as_str()
-            .unwrap_or("")
-            .to_owned();
-        if says.contains("asks for a secret") {
-            break t;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no word about the secret prompt: {t}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+            .is_some_and(|s| s.contains("asks for a secret"))
+    })
+    .await;
     assert_eq!(t["status"]["state"], "TASK_STATE_WORKING");
     let (_, waiting) = server.get("/api/v1/hitl").await;
     assert_eq!(waiting["prompts"], json!([]));
@@ -421,24 +413,11 @@ async fn more_output_withdraws_the_prompt() {
     let t = r["result"]["task"].clone();
     assert_eq!(t["status"]["state"], "TASK_STATE_INPUT_REQUIRED", "{r}");
     let (prompt_id, _) = prompt_of(&t);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let g = call(
-            &server,
-            Some("1.0"),
-            None,
-            json!({"jsonrpc": "2.0", "id": 3, "method": "GetTask", "params": {"id": t["id"]}}),
-        )
-        .await;
-        if g["result"]["status"]["state"] == "TASK_STATE_WORKING" {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the prompt was not withdrawn: {g}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let id = t["id"].as_str().unwrap();
+    task_until(&server, id, "the prompt was not withdrawn", |g| {
+        g["status"]["state"] == "TASK_STATE_WORKING"
+    })
+    .await;
     let stale = call(&server, Some("1.0"), None, answer(&t, &prompt_id, "y")).await;
     assert_eq!(
         stale["error"]["data"][0]["metadata"]["rule"], "hitl.prompt_waiting",
