@@ -97,6 +97,8 @@ pub struct Instance {
     /// Where its adapter commands run (`adapter-command/v1`); none: it
     /// takes no adapter commands. Canonical.
     pub workspace: Option<PathBuf>,
+    /// The tier its processes run in.
+    pub isolation: warden_core::confine::Isolation,
 }
 
 /// The instances of one server.
@@ -144,6 +146,7 @@ impl Instances {
             extensions: vec![],
             streaming: true,
             workspace: None,
+            isolation: Default::default(),
         };
         Self {
             by_name: BTreeMap::from([(default.name.clone(), Arc::new(default))]),
@@ -220,6 +223,7 @@ mod tests {
             extensions: vec![],
             streaming: true,
             workspace: None,
+            isolation: Default::default(),
         }
     }
 

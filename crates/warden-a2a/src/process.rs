@@ -30,6 +30,8 @@ pub struct ProcessRequest {
     pub pty: bool,
     /// Keep its stdin open for [`ProcessRunner::write_stdin`].
     pub stdin: bool,
+    /// The tier it runs in (the instance's).
+    pub isolation: warden_core::confine::Isolation,
 }
 
 /// A process that was recorded and spawned (or recorded as unspawnable:

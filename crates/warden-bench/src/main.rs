@@ -29,6 +29,10 @@ enum Bench {
     Spawn {
         #[arg(long, default_value_t = 2000)]
         runs: usize,
+        /// `confined`: the confined tier's per-run overhead against the host
+        /// tier (needs target/release/warden, the sandbox helper).
+        #[arg(long, value_enum, default_value_t = spawn::Tier::Host)]
+        tier: spawn::Tier,
     },
     /// Durable run state changes from concurrent writers: group commit vs one commit per change.
     Store {
@@ -101,7 +105,14 @@ fn main() -> anyhow::Result<()> {
         .build()
         .context("tokio runtime")?;
     match cli.bench {
-        Bench::Spawn { runs } => rt.block_on(spawn::run(runs)),
+        Bench::Spawn {
+            runs,
+            tier: spawn::Tier::Host,
+        } => rt.block_on(spawn::run(runs)),
+        Bench::Spawn {
+            runs,
+            tier: spawn::Tier::Confined,
+        } => rt.block_on(spawn::confined(runs)),
         Bench::Store { changes, writers } => rt.block_on(store::run(changes, writers)),
         Bench::All => {
             rt.block_on(spawn::run(2000))?;

@@ -2,6 +2,7 @@
 //! outcomes, and the checked state transitions every other crate relies on.
 #![forbid(unsafe_code)]
 
+pub mod confine;
 pub mod error;
 pub mod id;
 pub mod outcome;
@@ -11,6 +12,7 @@ pub mod run;
 pub mod task;
 pub mod time;
 
+pub use confine::Policy;
 pub use error::CoreError;
 pub use id::RunId;
 pub use outcome::{FailureKind, Outcome};

@@ -68,6 +68,9 @@ pub struct RunSpec {
     pub terminal: Terminal,
     /// Closed or writable stdin.
     pub stdin: StdinMode,
+    /// The confined tier's policy; `None` runs on the host tier.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confine: Option<crate::confine::Policy>,
 }
 
 impl RunSpec {
@@ -81,6 +84,7 @@ impl RunSpec {
             max_output,
             terminal: Terminal::Pipes,
             stdin: StdinMode::Closed,
+            confine: None,
         }
     }
 
@@ -132,6 +136,9 @@ impl RunSpec {
                     "contains a NUL byte",
                 ));
             }
+        }
+        if let Some(policy) = &self.confine {
+            policy.validate()?;
         }
         Ok(())
     }
@@ -256,6 +263,7 @@ mod tests {
             max_output: 1024,
             terminal: Terminal::Pipes,
             stdin: StdinMode::Closed,
+            confine: None,
         }
     }
 

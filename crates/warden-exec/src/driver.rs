@@ -16,6 +16,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tokio_util::sync::CancellationToken;
 use warden_core::Outcome;
 
+use crate::confine::SetupFailure;
 use crate::output::{OutputChunk, Stream};
 use crate::procs;
 use crate::supervisor::RunEvent;
@@ -174,6 +175,8 @@ pub(crate) struct Driver {
     pub(crate) deadline: Instant,
     pub(crate) grace: Duration,
     pub(crate) max_output: u64,
+    /// Where a confined run's helper records a setup failure.
+    pub(crate) confine_status: Option<std::path::PathBuf>,
 }
 
 /// Output accounting: sequence numbers, the cap, and the one chunk waiting
@@ -287,6 +290,7 @@ impl Driver {
             deadline,
             grace,
             max_output,
+            confine_status,
         } = self;
         let group = Group {
             pid,
@@ -403,6 +407,13 @@ impl Driver {
             }
         }
         procs::registry().run_ended();
+        // A confined program that never started did not fail on its own:
+        // the helper's record says why (only the leftover check outranks it).
+        if let Some(f) = confine_status.as_deref().and_then(SetupFailure::take)
+            && end.leftover.is_none()
+        {
+            end.cause = Some(Outcome::infrastructure(f.reason, Some(f.detail)));
+        }
         let _ = tx.send(RunEvent::Finished(end.outcome())).await;
     }
 }

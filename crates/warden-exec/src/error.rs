@@ -19,6 +19,9 @@ pub enum SpawnError {
     /// The pseudo-terminal could not be allocated.
     #[error("could not allocate a pseudo-terminal: {0}")]
     Pty(String),
+    /// The run asks for the confined tier and this host cannot give it.
+    #[error("confinement unavailable: {0}")]
+    ConfinementUnavailable(String),
     /// The OS refused to spawn the process.
     #[error("spawn failed: {0}")]
     Spawn(#[from] std::io::Error),
@@ -32,6 +35,7 @@ impl SpawnError {
             Self::NotExecutable(_) => "permission_denied",
             Self::BadCwd { .. } => "bad_cwd",
             Self::Pty(_) => "pty_unavailable",
+            Self::ConfinementUnavailable(_) => "confinement_unavailable",
             Self::Spawn(e) if e.kind() == std::io::ErrorKind::PermissionDenied => {
                 "permission_denied"
             }

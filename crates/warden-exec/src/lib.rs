@@ -11,8 +11,15 @@
 //! variable the run's environment carries and is killed with the rest.
 //! Such a process must spawn its children only through the supervisor, which
 //! reaps the orphans it adopts.
-#![forbid(unsafe_code)]
+//!
+//! A run whose spec carries a policy is confined: it is spawned through the
+//! `warden sandbox-exec` helper ([`confine`]), which the kernel then holds to
+//! the policy (namespaces, Landlock, seccomp, rlimits).
+// Unsafe code is denied everywhere but `confine::sys` (fork and two
+// system calls the confined tier's helper needs).
+#![deny(unsafe_code)]
 
+pub mod confine;
 mod driver;
 mod env;
 mod error;

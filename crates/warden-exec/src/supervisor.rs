@@ -2,17 +2,18 @@
 //! a caller holds while a run lives.
 
 use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use warden_core::{Outcome, RunSpec, StdinMode, Terminal};
+use warden_core::{Outcome, Policy, RunSpec, StdinMode, Terminal};
 
 use crate::driver::{Driver, Source};
 use crate::output::{OutputChunk, Stream};
-use crate::{SpawnError, StdinHandle, env, procs, pty, resolve};
+use crate::{SpawnError, StdinHandle, confine, env, procs, pty, resolve};
 
 /// Settings shared by every run of one supervisor.
 #[derive(Debug, Clone)]
@@ -26,6 +27,11 @@ pub struct SupervisorConfig {
     /// How many chunks may wait for a slow consumer before the child is
     /// blocked on its own writes (this bounds memory).
     pub channel_capacity: usize,
+    /// The `warden` binary that serves as the confined tier's helper
+    /// (`warden sandbox-exec`); without it confined runs are refused.
+    pub sandbox_helper: Option<PathBuf>,
+    /// Where confined runs' helpers record setup failures.
+    pub confine_dir: PathBuf,
 }
 
 impl Default for SupervisorConfig {
@@ -35,6 +41,8 @@ impl Default for SupervisorConfig {
             chunk_size: 16 * 1024,
             env_allow: Vec::new(),
             channel_capacity: 32,
+            sandbox_helper: None,
+            confine_dir: std::env::temp_dir().join("warden-confine"),
         }
     }
 }
@@ -127,6 +135,50 @@ impl Supervisor {
         )
     }
 
+    /// The helper command for a confined run, and where it records a setup
+    /// failure. Refuses before spawning when this kernel cannot enforce the
+    /// policy: there is no unconfined fallback.
+    fn confined_command(
+        &self,
+        marker: &str,
+        policy: &Policy,
+        program: &Path,
+        args: &[String],
+    ) -> Result<(tokio::process::Command, Option<PathBuf>), SpawnError> {
+        let Some(helper) = &self.config.sandbox_helper else {
+            return Err(SpawnError::ConfinementUnavailable(
+                "this supervisor has no sandbox helper (warden sandbox-exec)".to_owned(),
+            ));
+        };
+        let missing = confine::Support::cached().missing_for(policy);
+        if !missing.is_empty() {
+            return Err(SpawnError::ConfinementUnavailable(missing.join("; ")));
+        }
+        // The run must not be able to forge its own setup failure.
+        let writable = policy.read_write.iter().chain(
+            (policy.workspace_access == warden_core::confine::FsAccess::ReadWrite)
+                .then_some(&policy.workspace),
+        );
+        if let Some(w) = writable
+            .into_iter()
+            .find(|w| self.config.confine_dir.starts_with(w))
+        {
+            return Err(SpawnError::ConfinementUnavailable(format!(
+                "the policy lets the run write {}, which holds the supervisor's confinement records ({}); choose another workspace",
+                w.display(),
+                self.config.confine_dir.display()
+            )));
+        }
+        std::fs::create_dir_all(&self.config.confine_dir)?;
+        let status = self.config.confine_dir.join(format!("{marker}.status"));
+        let _ = std::fs::remove_file(&status);
+        let argv = confine::helper_argv(helper, policy, &status, program, args)
+            .map_err(|e| SpawnError::ConfinementUnavailable(e.to_string()))?;
+        let mut cmd = tokio::process::Command::new(helper);
+        cmd.args(&argv[1..]);
+        Ok((cmd, Some(status)))
+    }
+
     /// Starts `spec` (already validated) with `marker` (the run id) in its
     /// environment. Must be called inside a tokio runtime.
     pub fn spawn(&self, marker: &str, spec: &RunSpec) -> Result<RunHandle, SpawnError> {
@@ -141,10 +193,16 @@ impl Supervisor {
             env.get(std::ffi::OsStr::new("PATH")).map(|p| p.as_os_str()),
         )?;
 
-        let mut cmd = tokio::process::Command::new(&program);
-        cmd.as_std_mut().arg0(argv0);
-        cmd.args(&spec.argv[1..])
-            .current_dir(&spec.cwd)
+        let (mut cmd, confine_status) = match &spec.confine {
+            None => {
+                let mut cmd = tokio::process::Command::new(&program);
+                cmd.as_std_mut().arg0(argv0);
+                cmd.args(&spec.argv[1..]);
+                (cmd, None)
+            }
+            Some(policy) => self.confined_command(marker, policy, &program, &spec.argv[1..])?,
+        };
+        cmd.current_dir(&spec.cwd)
             .env_clear()
             .envs(&env)
             .process_group(0)
@@ -216,6 +274,7 @@ impl Supervisor {
             deadline: crate::driver::later(spec.timeout),
             grace: self.config.grace,
             max_output: spec.max_output,
+            confine_status,
         };
         tokio::spawn(driver.run());
         Ok(RunHandle {

@@ -8,6 +8,8 @@ use warden_a2a::process::{BoxFuture, ProcessRequest, ProcessRunner, Started};
 use warden_core::{Outcome, RunId, RunSpec, StdinMode, Terminal};
 
 use crate::runs::{RunError, RunService};
+use crate::tiers::Tiers;
+use warden_core::confine::Isolation;
 
 /// The infrastructure failure a task reports when its run could not start.
 fn unstarted(e: RunError) -> Outcome {
@@ -36,8 +38,11 @@ fn unstarted(e: RunError) -> Outcome {
     }
 }
 
-/// [`ProcessRunner`] over a [`RunService`].
-pub struct ServiceRunner(pub Arc<RunService>);
+/// [`ProcessRunner`] over a [`RunService`], in the instance's tier.
+pub struct ServiceRunner {
+    pub runs: Arc<RunService>,
+    pub tiers: Arc<Tiers>,
+}
 
 impl ProcessRunner for ServiceRunner {
     fn start(&self, request: ProcessRequest) -> BoxFuture<'_, Result<Started, Outcome>> {
@@ -49,6 +54,20 @@ impl ProcessRunner for ServiceRunner {
                 request.max_output,
             );
             spec.env = request.env;
+            match request.isolation {
+                Isolation::Host => {}
+                Isolation::Confined(policy) => {
+                    // Confined work starts only while the tier is proven.
+                    self.tiers.confined_ready().map_err(|why| {
+                        Outcome::infrastructure("confinement_uncertified", Some(why))
+                    })?;
+                    spec.confine = Some(policy);
+                }
+                Isolation::Container(c) => {
+                    let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
+                    spec.argv = c.argv(&spec.cwd, &spec.argv, uid.as_raw(), gid.as_raw());
+                }
+            }
             if request.pty {
                 spec.terminal = Terminal::Pty;
             }
@@ -56,7 +75,7 @@ impl ProcessRunner for ServiceRunner {
                 spec.stdin = StdinMode::Open;
             }
             let (run, events) = self
-                .0
+                .runs
                 .start_observed(spec, &request.actor)
                 .await
                 .map_err(unstarted)?;
@@ -68,12 +87,12 @@ impl ProcessRunner for ServiceRunner {
     }
 
     fn stop(&self, run: RunId) {
-        self.0.stop(run);
+        self.runs.stop(run);
     }
 
     fn write_stdin(&self, run: RunId, data: Vec<u8>) -> BoxFuture<'_, Result<(), String>> {
         Box::pin(async move {
-            self.0
+            self.runs
                 .write_stdin(run, &data)
                 .await
                 .map_err(|e| e.to_string())

@@ -23,6 +23,85 @@ pub enum Command {
     /// Run one command under the supervisor and report its outcome.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),
+    /// Prove the confined tier on this host: run the escape probes unconfined
+    /// and confined, and store a certificate for this binary (valid 2 hours).
+    Certify(CertifyArgs),
+    /// Run PROGRAM confined by a policy (the helper the supervisor spawns for
+    /// confined runs; also usable by hand).
+    #[command(after_help = SANDBOX_EXIT_CODES)]
+    SandboxExec(SandboxExecArgs),
+    /// One certification probe (run by `warden certify`, inside and outside the sandbox).
+    #[command(hide = true)]
+    SandboxProbe(crate::certify::ProbeArgs),
+}
+
+/// Exit codes of `warden sandbox-exec` beyond the program's own.
+pub const SANDBOX_EXIT_CODES: &str = "\
+Exit codes:
+  PROGRAM's own exit code, or death by PROGRAM's signal
+  125      the sandbox could not be set up (the message names the missing feature)
+  126      PROGRAM is not executable inside the policy
+  127      PROGRAM was not found";
+
+#[derive(Debug, Args)]
+pub struct CertifyArgs {
+    /// Data directory where the certificate is stored [default: ./.warden].
+    #[arg(long, env = "WARDEN_HOME")]
+    pub home: Option<PathBuf>,
+    /// Print the certificate as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Check the stored certificate instead of certifying: exit 0 if it is
+    /// valid for this binary and kernel now, 1 (with the reason) if not.
+    #[arg(long)]
+    pub check: bool,
+}
+
+/// The helper's subcommand name.
+pub const SANDBOX_EXEC: &str = "sandbox-exec";
+
+/// `warden sandbox-exec …` parsed on its own (see `main`).
+#[derive(Debug, Parser)]
+#[command(
+    name = "warden sandbox-exec",
+    about = "Run PROGRAM confined by a policy",
+    after_help = SANDBOX_EXIT_CODES
+)]
+pub struct SandboxExecCli {
+    #[command(flatten)]
+    pub args: SandboxExecArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct SandboxExecArgs {
+    /// The policy: a JSON object, or a file holding one. See docs/CONFINEMENT.md.
+    #[arg(long, value_name = "FILE|JSON", required_unless_present = "profile")]
+    pub policy: Option<String>,
+    /// Use a named profile (edit, test, readonly) for --workspace instead of --policy.
+    #[arg(long, conflicts_with = "policy", value_parser = parse_profile)]
+    pub profile: Option<warden_core::confine::Profile>,
+    /// The workspace for --profile [default: the current directory].
+    #[arg(long, requires = "profile", value_name = "DIR")]
+    pub workspace: Option<PathBuf>,
+    /// Print the policy as JSON and exit (no program is run).
+    #[arg(long)]
+    pub print_policy: bool,
+    /// Where a setup failure is recorded as JSON (used by the supervisor).
+    #[arg(long, value_name = "FILE")]
+    pub status_file: Option<PathBuf>,
+    /// The program and its arguments.
+    #[arg(
+        last = true,
+        required_unless_present = "print_policy",
+        value_name = "PROGRAM ARGS"
+    )]
+    pub argv: Vec<std::ffi::OsString>,
+}
+
+/// Parses a confined-tier profile name.
+pub fn parse_profile(s: &str) -> Result<warden_core::confine::Profile, String> {
+    warden_core::confine::Profile::parse(s)
+        .ok_or_else(|| format!("{s:?} is not a profile (edit, test, readonly)"))
 }
 
 /// Exit codes of `warden run`, also in the README.
@@ -78,6 +157,10 @@ pub struct RunArgs {
     /// Print newline-delimited JSON events (output chunks, then the outcome) on stdout.
     #[arg(long)]
     pub json: bool,
+    /// Run in the confined tier with this profile (edit, test, readonly); the
+    /// workspace is --cwd. Run `warden certify` first to see what it enforces.
+    #[arg(long, value_name = "PROFILE", value_parser = parse_profile)]
+    pub confine: Option<warden_core::confine::Profile>,
     /// The program and its arguments.
     #[arg(last = true, required = true, value_name = "PROGRAM ARGS")]
     pub argv: Vec<String>,

@@ -47,7 +47,7 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let spec = RunSpec {
         argv: args.argv,
-        cwd,
+        cwd: cwd.clone(),
         env: args.env,
         timeout,
         max_output: args.max_output.unwrap_or(defaults.default_max_output_bytes),
@@ -61,6 +61,16 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
         } else {
             StdinMode::Closed
         },
+        confine: match args.confine {
+            None => None,
+            Some(profile) => {
+                let ws = cwd
+                    .canonicalize()
+                    .with_context(|| format!("workspace {}", cwd.display()))?;
+                crate::tiers::refuse_home_workspace(&ws)?;
+                Some(warden_core::Policy::for_profile(profile, ws))
+            }
+        },
     };
     spec.validate(&defaults.limits())?;
     let grace = match args.grace {
@@ -72,6 +82,7 @@ pub async fn main(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let supervisor = Supervisor::new(SupervisorConfig {
         grace,
+        sandbox_helper: Some(std::env::current_exe().context("locating the warden binary")?),
         ..SupervisorConfig::default()
     })
     .context("cannot become a child subreaper")?;

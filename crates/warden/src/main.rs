@@ -2,23 +2,40 @@
 #![forbid(unsafe_code)]
 
 mod a2a_runner;
+mod certify;
 mod cli;
 mod cmd_bus;
+mod cmd_certify;
 mod cmd_run;
+mod cmd_sandbox;
 mod config;
 mod runs;
 mod serve;
 mod server;
+mod tiers;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
 fn main() -> ExitCode {
-    let cli = cli::Cli::parse_from(cmd_bus::rewrite_link(std::env::args_os().collect()));
-    let default_level = match cli.command {
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // The sandbox helper starts for every confined run: parse only its own
+    // arguments, not the whole command tree.
+    if args.get(1).is_some_and(|a| a == cli::SANDBOX_EXEC) {
+        let helper = cli::SandboxExecCli::parse_from(args.iter().skip(1));
+        cmd_sandbox::main(helper.args);
+    }
+    let cli = cli::Cli::parse_from(cmd_bus::rewrite_link(args));
+    // The sandbox helper and its probes fork: they run before any thread exists.
+    let command = match cli.command {
+        cli::Command::SandboxExec(a) => cmd_sandbox::main(a),
+        cli::Command::SandboxProbe(args) => return certify::probe_main(args),
+        other => other,
+    };
+    let default_level = match command {
         cli::Command::Serve(_) => "info",
-        cli::Command::Run(_) | cli::Command::Bus(_) => "warn",
+        _ => "warn",
     };
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -39,10 +56,14 @@ fn main() -> ExitCode {
         }
     };
     let result = runtime.block_on(async move {
-        match cli.command {
+        match command {
             cli::Command::Serve(args) => serve::main(args).await.map(|()| ExitCode::SUCCESS),
             cli::Command::Run(args) => cmd_run::main(args).await,
             cli::Command::Bus(args) => cmd_bus::main(args).await,
+            cli::Command::Certify(args) => cmd_certify::main(args).await,
+            cli::Command::SandboxExec(_) | cli::Command::SandboxProbe(_) => {
+                unreachable!("handled before the runtime starts")
+            }
         }
     });
     match result {

@@ -36,6 +36,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     let supervisor = Supervisor::new(SupervisorConfig {
         grace: config.runs.grace(),
         env_allow: config.runs.env_allow.clone(),
+        sandbox_helper: Some(std::env::current_exe().context("locating the warden binary")?),
         ..SupervisorConfig::default()
     })
     .context("cannot become a child subreaper, so escaped processes could outlive their runs")?;
@@ -46,8 +47,13 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         config.runs.max_live_runs,
     );
     let shutdown = CancellationToken::new();
+    let tiers = certify_at_start(&home, &config).await?;
+    tiers.spawn_renewal(shutdown.clone());
     let engine = warden_a2a::engine::TaskEngine::new(store.clone()).with_runner(
-        Arc::new(crate::a2a_runner::ServiceRunner(Arc::clone(&runs))),
+        Arc::new(crate::a2a_runner::ServiceRunner {
+            runs: Arc::clone(&runs),
+            tiers: Arc::clone(&tiers),
+        }),
         runs.grace(),
     );
     let bus = warden_bus::Bus::new(store.clone(), config.bus.bus_config()?);
@@ -61,6 +67,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         streams: Arc::new(tokio::sync::Semaphore::new(server::MAX_EVENT_STREAMS)),
         engine: engine.clone(),
         bus: bus.clone(),
+        tiers: Arc::clone(&tiers),
     };
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {
@@ -76,6 +83,10 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         instances: Arc::new(config.instances.clone()),
         token: warden_a2a::server::ClientToken::new(config.a2a_token.clone()),
         max_body: config.a2a_max_body,
+        confined_until: {
+            let tiers = Arc::clone(&tiers);
+            Arc::new(move || tiers.confined_ready().ok())
+        },
     };
     let app = server::router(
         state,
@@ -131,6 +142,34 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     store.close();
     tracing::info!("stopped");
     Ok(())
+}
+
+/// Certifies the confined tier. When an instance is configured confined
+/// the server does not start without the certificate (fail closed, with
+/// the probes that failed); otherwise the probes run in the background and
+/// the tier is offered once they pass.
+async fn certify_at_start(
+    home: &Path,
+    config: &ServeConfig,
+) -> anyhow::Result<Arc<crate::tiers::Tiers>> {
+    let tiers = crate::tiers::Tiers::new(home);
+    let confined: Vec<String> = config
+        .instances
+        .iter()
+        .filter(|i| matches!(i.isolation, warden_core::confine::Isolation::Confined(_)))
+        .map(|i| i.name.clone())
+        .collect();
+    if confined.is_empty() {
+        let t = Arc::clone(&tiers);
+        tokio::spawn(async move {
+            let _ = t.certify().await;
+        });
+    } else if let Err(why) = tiers.certify().await {
+        anyhow::bail!(
+            "instances {confined:?} use the confined tier, which this host cannot provide: {why} (see `warden certify` for each probe)"
+        );
+    }
+    Ok(tiers)
 }
 
 /// Prunes the bus every `interval` (expired messages, finished ones older

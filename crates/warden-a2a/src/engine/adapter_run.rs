@@ -111,6 +111,7 @@ impl TaskEngine {
                 // Prompts are answered on the terminal the command runs on.
                 pty: cmd.text_line,
                 stdin: cmd.text_line,
+                isolation: instance.isolation.clone(),
             },
             per_chunk: true,
             prompts: cmd.text_line.then(|| PromptSetup {

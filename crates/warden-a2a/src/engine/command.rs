@@ -188,6 +188,7 @@ impl TaskEngine {
                 actor: format!("a2a:{}", instance.name),
                 pty: false,
                 stdin: false,
+                isolation: instance.isolation.clone(),
             },
             per_chunk: false,
             prompts: None,

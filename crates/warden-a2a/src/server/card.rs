@@ -13,9 +13,50 @@ use sha2::{Digest, Sha256};
 
 use crate::ProtocolVersion;
 use crate::instance::{Instance, Runtime};
+use warden_core::Timestamp;
+use warden_core::confine::Isolation;
 
 /// The card of `instance` served at `url`, in the shape `version` expects.
-pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVersion) -> Value {
+/// The extension entry that says which isolation tier runs this instance's
+/// work (listed only while the tier is proven on this host).
+pub const ISOLATION_URI: &str = "https://warden.dev/extensions/isolation/v1";
+
+/// The isolation entry of `instance`'s card, if its tier is proven now.
+fn isolation(instance: &Instance, confined_until: Option<Timestamp>) -> Option<Value> {
+    let (params, description) = match &instance.isolation {
+        Isolation::Host => return None,
+        Isolation::Confined(policy) => (
+            json!({
+                "tier": "confined",
+                "profile": policy.profile.as_str(),
+                "certifiedUntil": confined_until?.to_string(),
+            }),
+            format!(
+                "work runs confined by the kernel (namespaces, Landlock, seccomp), profile {}",
+                policy.profile.as_str()
+            ),
+        ),
+        Isolation::Container(c) => (
+            json!({ "tier": "container", "image": c.image }),
+            "work runs in a container without network and with a read-only root".to_owned(),
+        ),
+    };
+    Some(json!({
+        "uri": ISOLATION_URI,
+        "description": description,
+        "required": false,
+        "params": params,
+    }))
+}
+
+/// The card of `instance` served at `url`, in the shape `version` expects.
+pub fn card(
+    instance: &Instance,
+    url: &str,
+    secured: bool,
+    confined_until: Option<Timestamp>,
+    version: ProtocolVersion,
+) -> Value {
     let mut card = json!({
         "name": instance.name,
         "description": instance.description,
@@ -31,12 +72,14 @@ pub fn card(instance: &Instance, url: &str, secured: bool, version: ProtocolVers
         "defaultOutputModes": ["text/plain"],
         "skills": [skill(instance)],
     });
-    if !instance.extensions.is_empty() {
-        card["capabilities"]["extensions"] = instance
-            .extensions
-            .iter()
-            .map(|e| json!({ "uri": e.uri, "description": e.description, "required": e.required }))
-            .collect();
+    let mut extensions: Vec<Value> = instance
+        .extensions
+        .iter()
+        .map(|e| json!({ "uri": e.uri, "description": e.description, "required": e.required }))
+        .collect();
+    extensions.extend(isolation(instance, confined_until));
+    if !extensions.is_empty() {
+        card["capabilities"]["extensions"] = Value::Array(extensions);
     }
     if secured {
         card["securityRequirements"] = json!([{ "schemes": { "bearer": { "list": [] } } }]);
@@ -103,6 +146,7 @@ pub fn respond(
     instance: &Instance,
     url: &str,
     secured: bool,
+    confined_until: Option<Timestamp>,
     headers: &HeaderMap,
     query: &HashMap<String, String>,
 ) -> Response {
@@ -118,7 +162,7 @@ pub fn respond(
             return (StatusCode::BAD_REQUEST, axum::Json(err.to_rest())).into_response();
         }
     };
-    let body = card(instance, url, secured, version).to_string();
+    let body = card(instance, url, secured, confined_until, version).to_string();
     let etag = format!(
         "\"{}\"",
         &hex::encode(Sha256::digest(body.as_bytes()))[..32]

@@ -44,7 +44,13 @@ pub struct A2aState {
     pub token: ClientToken,
     /// The largest request body read; larger ones get 413.
     pub max_body: usize,
+    /// Until when the confined tier is certified on this host, if it is;
+    /// cards advertise it only then.
+    pub confined_until: ConfinedUntil,
 }
+
+/// Reads the confined tier's certificate expiry, `None` while uncertified.
+pub type ConfinedUntil = Arc<dyn Fn() -> Option<warden_core::Timestamp> + Send + Sync>;
 
 /// The most A2A event streams open at once.
 pub const MAX_STREAMS: usize = 256;
@@ -144,6 +150,7 @@ fn card_at(
             &i,
             &format!("{}{path}", base_url(headers)),
             state.token.required(),
+            (state.confined_until)(),
             headers,
             query,
         ),

@@ -9,6 +9,8 @@ use warden_a2a::instance::{
     CommandRuntime, DEFAULT_INSTANCE, Extension, Instance, Instances, Runtime,
 };
 
+use warden_core::confine::{ContainerSpec, Isolation, Policy, Profile};
+
 use super::{RunsConfig, secs};
 
 /// `[a2a]`.
@@ -51,6 +53,19 @@ pub enum CardProfile {
     RequiredExtension,
 }
 
+/// The isolation tier of an instance's processes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TierKind {
+    /// Host processes bounded by the supervisor.
+    #[default]
+    Host,
+    /// Namespaces, Landlock, seccomp and rlimits (`warden sandbox-exec`).
+    Confined,
+    /// A container of the engine that answered at start-up.
+    Container,
+}
+
 /// The extension the `required-extension` card declares.
 pub const TCK_REQUIRED_EXTENSION: &str = "urn:a2a:tck:required-extension";
 
@@ -79,6 +94,13 @@ pub struct InstanceConfig {
     /// instance takes none, except one named `default`, which uses the
     /// server's workspace. Conformance instances take none.
     pub workspace: Option<PathBuf>,
+    /// `host` (default), `confined` or `container`.
+    #[serde(default)]
+    pub tier: TierKind,
+    /// For `confined` and `container`: `edit` (default), `test` or `readonly`.
+    pub profile: Option<String>,
+    /// For `container`: the image the commands run in.
+    pub container_image: Option<String>,
 }
 
 impl InstanceConfig {
@@ -129,7 +151,13 @@ impl InstanceConfig {
                         "a2a instance {name:?}: max_output_bytes must be between 1 and runs.max_output_cap_bytes"
                     );
                 }
-                let cwd = match &self.cwd {
+                // A confined or container instance runs in its own workspace
+                // unless told otherwise; the server's may not be granted.
+                let own_ws = self
+                    .workspace
+                    .as_ref()
+                    .filter(|_| self.tier != TierKind::Host);
+                let cwd = match self.cwd.as_ref().or(own_ws) {
                     Some(d) => d
                         .canonicalize()
                         .with_context(|| format!("a2a instance {name:?}: cwd {}", d.display()))?,
@@ -168,6 +196,7 @@ impl InstanceConfig {
             extensions,
             streaming: profile != CardProfile::Minimal,
             workspace: None,
+            isolation: Isolation::Host,
         };
         if self.runtime == RuntimeKind::Conformance {
             if self.workspace.is_some() {
@@ -191,7 +220,79 @@ impl InstanceConfig {
                 instance.set_workspace(ws);
             }
         }
+        instance.isolation = self.isolation(&instance)?;
         Ok(instance)
+    }
+
+    /// The tier and, for the confined and container tiers, what they hold
+    /// the instance's processes to. The workspace the policy grants is the
+    /// instance's workspace, else its command's working directory.
+    fn isolation(&self, instance: &Instance) -> anyhow::Result<Isolation> {
+        let name = &self.name;
+        if self.tier == TierKind::Host {
+            if self.profile.is_some() || self.container_image.is_some() {
+                bail!(
+                    "a2a instance {name:?}: profile and container_image apply to tier = \"confined\" or \"container\""
+                );
+            }
+            return Ok(Isolation::Host);
+        }
+        if self.runtime == RuntimeKind::Conformance {
+            bail!(
+                "a2a instance {name:?}: a conformance instance runs no processes; it takes no tier"
+            );
+        }
+        let profile = match self.profile.as_deref() {
+            None => Profile::Edit,
+            Some(p) => crate::cli::parse_profile(p)
+                .map_err(|e| anyhow::anyhow!("a2a instance {name:?}: profile {e}"))?,
+        };
+        let cwd = match &instance.runtime {
+            Runtime::Command(c) => Some(c.cwd.clone()),
+            _ => None,
+        };
+        let Some(ws) = instance.workspace.clone().or_else(|| cwd.clone()) else {
+            bail!(
+                "a2a instance {name:?}: tier = \"{}\" needs a workspace (set workspace)",
+                if self.tier == TierKind::Confined {
+                    "confined"
+                } else {
+                    "container"
+                }
+            );
+        };
+        if let Some(cwd) = &cwd
+            && !cwd.starts_with(&ws)
+        {
+            bail!(
+                "a2a instance {name:?}: cwd {} is outside the workspace {} its tier grants",
+                cwd.display(),
+                ws.display()
+            );
+        }
+        crate::tiers::refuse_home_workspace(&ws)
+            .map_err(|e| anyhow::anyhow!("a2a instance {name:?}: {e}"))?;
+        if self.tier == TierKind::Confined {
+            if self.container_image.is_some() {
+                bail!("a2a instance {name:?}: container_image applies to tier = \"container\"");
+            }
+            return Ok(Isolation::Confined(Policy::for_profile(profile, ws)));
+        }
+        let engine = crate::tiers::container_engine().clone().map_err(|why| {
+            anyhow::anyhow!(
+                "a2a instance {name:?}: tier = \"container\" is unavailable on this host: {why}"
+            )
+        })?;
+        let Some(image) = self.container_image.clone() else {
+            bail!("a2a instance {name:?}: tier = \"container\" needs container_image");
+        };
+        let policy = Policy::for_profile(profile, ws.clone());
+        Ok(Isolation::Container(ContainerSpec {
+            engine,
+            image,
+            workspace: ws,
+            workspace_access: policy.workspace_access,
+        }))
     }
 }
 

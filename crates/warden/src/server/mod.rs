@@ -6,6 +6,7 @@ mod auth;
 mod bus_api;
 mod health;
 mod hitl_api;
+mod isolation_api;
 mod json;
 mod runs_api;
 mod sse;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub engine: warden_a2a::engine::TaskEngine,
     /// The scratchpad bus.
     pub bus: warden_bus::Bus,
+    /// The isolation tiers and their proofs.
+    pub tiers: Arc<crate::tiers::Tiers>,
 }
 
 /// The most event streams open at once.
@@ -55,6 +58,7 @@ pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
         .merge(audit_api::router(state.clone()))
         .merge(hitl_api::router(state.clone()))
         .merge(bus_api::router(state.clone()))
+        .merge(isolation_api::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
             auth::OperatorAuth::new(token),
             auth::require_operator,

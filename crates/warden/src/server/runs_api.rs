@@ -98,6 +98,7 @@ async fn create(
             Terminal::Pipes
         },
         stdin: StdinMode::Closed,
+        confine: None,
     };
     let run = state
         .runs

@@ -6,6 +6,7 @@ mod adapter;
 mod api;
 mod bus;
 mod cli;
+mod confine;
 mod harness;
 mod hitl;
 mod interop;

@@ -1,0 +1,175 @@
+//! The seccomp filters of a policy: system calls a confined run never
+//! needs (namespace escapes, tracing, mounts, kernel modules, keyrings),
+//! and, when the policy says so, new processes and Unix-domain sockets.
+
+use std::collections::BTreeMap;
+
+use nix::libc;
+use seccompiler::{
+    BpfProgram, SeccompAction, SeccompCmpArgLen, SeccompCmpOp, SeccompCondition, SeccompFilter,
+    SeccompRule,
+};
+use warden_core::confine::{Network, Policy};
+
+/// Always refused with EPERM, whatever the profile.
+const DENIED: &[(&str, libc::c_long)] = &[
+    ("ptrace", libc::SYS_ptrace),
+    ("process_vm_readv", libc::SYS_process_vm_readv),
+    ("process_vm_writev", libc::SYS_process_vm_writev),
+    ("mount", libc::SYS_mount),
+    ("umount2", libc::SYS_umount2),
+    ("pivot_root", libc::SYS_pivot_root),
+    ("chroot", libc::SYS_chroot),
+    ("move_mount", libc::SYS_move_mount),
+    ("open_tree", libc::SYS_open_tree),
+    ("fsopen", libc::SYS_fsopen),
+    ("fsconfig", libc::SYS_fsconfig),
+    ("fsmount", libc::SYS_fsmount),
+    ("fspick", libc::SYS_fspick),
+    ("mount_setattr", libc::SYS_mount_setattr),
+    ("unshare", libc::SYS_unshare),
+    ("setns", libc::SYS_setns),
+    ("init_module", libc::SYS_init_module),
+    ("finit_module", libc::SYS_finit_module),
+    ("delete_module", libc::SYS_delete_module),
+    ("kexec_load", libc::SYS_kexec_load),
+    ("kexec_file_load", libc::SYS_kexec_file_load),
+    ("add_key", libc::SYS_add_key),
+    ("request_key", libc::SYS_request_key),
+    ("keyctl", libc::SYS_keyctl),
+    ("bpf", libc::SYS_bpf),
+    ("userfaultfd", libc::SYS_userfaultfd),
+    ("perf_event_open", libc::SYS_perf_event_open),
+    ("open_by_handle_at", libc::SYS_open_by_handle_at),
+    ("reboot", libc::SYS_reboot),
+    ("swapon", libc::SYS_swapon),
+    ("swapoff", libc::SYS_swapoff),
+    ("acct", libc::SYS_acct),
+    ("syslog", libc::SYS_syslog),
+    ("quotactl", libc::SYS_quotactl),
+    // io_uring performs operations (opening sockets among them) that the
+    // filter never sees as system calls.
+    ("io_uring_setup", libc::SYS_io_uring_setup),
+    ("io_uring_enter", libc::SYS_io_uring_enter),
+    ("io_uring_register", libc::SYS_io_uring_register),
+];
+
+/// `clone` flags that create namespaces; refused whatever the profile.
+const NAMESPACE_FLAGS: [u64; 7] = [
+    libc::CLONE_NEWNS as u64,
+    libc::CLONE_NEWUSER as u64,
+    libc::CLONE_NEWPID as u64,
+    libc::CLONE_NEWNET as u64,
+    libc::CLONE_NEWIPC as u64,
+    libc::CLONE_NEWUTS as u64,
+    libc::CLONE_NEWCGROUP as u64,
+];
+
+fn cond(arg: u8, op: SeccompCmpOp, value: u64) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Qword, op, value).map_err(|e| e.to_string())
+}
+
+/// A condition on an `int` argument: only the low 32 bits count (the kernel
+/// truncates), so a caller cannot dodge an `Eq` by setting the high bits.
+fn cond_int(arg: u8, value: u32) -> Result<SeccompCondition, String> {
+    SeccompCondition::new(arg, SeccompCmpArgLen::Dword, SeccompCmpOp::Eq, value.into())
+        .map_err(|e| e.to_string())
+}
+
+fn rule(conditions: Vec<SeccompCondition>) -> Result<SeccompRule, String> {
+    SeccompRule::new(conditions).map_err(|e| e.to_string())
+}
+
+fn compile(
+    rules: BTreeMap<i64, Vec<SeccompRule>>,
+    action: SeccompAction,
+) -> Result<BpfProgram, String> {
+    let arch = std::env::consts::ARCH
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))?;
+    let filter = SeccompFilter::new(rules, SeccompAction::Allow, action, arch)
+        .map_err(|e| format!("seccomp: {e}"))?;
+    filter
+        .try_into()
+        .map_err(|e: seccompiler::BackendError| format!("seccomp: {e}"))
+}
+
+/// The filters for `policy`, in the order they are installed.
+pub(crate) fn build(policy: &Policy) -> Result<Vec<BpfProgram>, String> {
+    let eperm = SeccompAction::Errno(libc::EPERM as u32);
+    let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
+        DENIED.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
+
+    let mut clone_rules = Vec::new();
+    for flag in NAMESPACE_FLAGS {
+        clone_rules.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(flag), flag)?])?);
+    }
+    if !policy.new_processes {
+        // A clone without CLONE_THREAD is a new process; threads stay allowed.
+        let thread = libc::CLONE_THREAD as u64;
+        clone_rules.push(rule(vec![cond(0, SeccompCmpOp::MaskedEq(thread), 0)?])?);
+        #[cfg(target_arch = "x86_64")]
+        {
+            rules.insert(libc::SYS_fork, Vec::new());
+            rules.insert(libc::SYS_vfork, Vec::new());
+        }
+    }
+    rules.insert(libc::SYS_clone, clone_rules);
+    if policy.network == Network::None {
+        // Landlock at this kernel's ABI does not govern connecting to a Unix
+        // socket by path (a host daemon's socket is reachable by name); a
+        // run without network gets none. `socketpair` stays allowed.
+        rules.insert(
+            libc::SYS_socket,
+            vec![rule(vec![cond_int(0, libc::AF_UNIX as u32)?])?],
+        );
+    }
+    let main = compile(rules, eperm)?;
+
+    // clone3 passes its flags in memory a filter cannot read: answer ENOSYS
+    // so the C library falls back to clone, whose flags the filter checks.
+    let clone3 = compile(
+        BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
+        SeccompAction::Errno(libc::ENOSYS as u32),
+    )?;
+    Ok(vec![main, clone3])
+}
+
+/// Installs `filters` on the calling thread (no_new_privs must be set).
+pub(crate) fn install(filters: &[BpfProgram]) -> Result<(), String> {
+    for f in filters {
+        seccompiler::apply_filter(f).map_err(|e| format!("seccomp: install: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Names of the always-denied calls, for documentation and certificates.
+pub fn denied_calls() -> Vec<&'static str> {
+    DENIED.iter().map(|&(n, _)| n).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use warden_core::confine::Profile;
+
+    use super::*;
+
+    #[test]
+    fn every_profile_compiles_to_two_filters() {
+        for profile in Profile::ALL {
+            let policy = Policy::for_profile(profile, PathBuf::from("/w"));
+            let filters = build(&policy).unwrap();
+            assert_eq!(filters.len(), 2, "{profile:?}");
+            assert!(!filters[0].is_empty());
+        }
+    }
+
+    #[test]
+    fn refusing_new_processes_makes_the_filter_longer() {
+        let edit = build(&Policy::for_profile(Profile::Edit, PathBuf::from("/w"))).unwrap();
+        let test = build(&Policy::for_profile(Profile::Test, PathBuf::from("/w"))).unwrap();
+        assert!(test[0].len() > edit[0].len());
+    }
+}
