@@ -165,9 +165,10 @@ pub struct ContainerSpec {
 }
 
 impl ContainerSpec {
-    /// The engine argv that runs `argv` in `cwd`: no network, a read-only
-    /// root, a private `/tmp`, the workspace mounted, the caller's ids.
-    pub fn argv(&self, cwd: &Path, argv: &[String], uid: u32, gid: u32) -> Vec<String> {
+    /// The engine argv that runs `argv` in `cwd` as container `name`: no
+    /// network, a read-only root, a private `/tmp`, the workspace mounted,
+    /// the caller's ids.
+    pub fn argv(&self, name: &str, cwd: &Path, argv: &[String], uid: u32, gid: u32) -> Vec<String> {
         let ws = self.workspace.display().to_string();
         let mode = match self.workspace_access {
             FsAccess::ReadOnly => "ro",
@@ -177,6 +178,7 @@ impl ContainerSpec {
             self.engine.display().to_string(),
             "run".into(),
             "--rm".into(),
+            format!("--name={name}"),
             // Never fetch an image behind the operator's back.
             "--pull=never".into(),
             "--init".into(),
@@ -236,8 +238,18 @@ impl Policy {
         }
     }
 
+    /// Every tree the policy lets the run write (the scratch excepted: it is
+    /// a fresh tmpfs).
+    pub fn writable(&self) -> impl Iterator<Item = &Path> {
+        self.read_write.iter().map(PathBuf::as_path).chain(
+            (self.workspace_access == FsAccess::ReadWrite).then_some(self.workspace.as_path()),
+        )
+    }
+
     /// Checks the policy's own consistency; the error names the field.
     pub fn validate(&self) -> Result<(), CoreError> {
+        // (Paths a run may write are checked against what the supervisor
+        // protects when it spawns, see `warden-exec`.)
         let absolute = |field: &'static str, p: &Path| {
             if p.is_absolute() {
                 Ok(())
@@ -273,6 +285,12 @@ impl Policy {
             return Err(CoreError::field(
                 "policy.namespaces.user",
                 "must be true when any other namespace is asked for (they are created unprivileged, owned by the run's user namespace)",
+            ));
+        }
+        if self.network == Network::None && !self.namespaces.net {
+            return Err(CoreError::field(
+                "policy.namespaces.net",
+                "must be true when network is none (Landlock governs TCP only; the namespace holds UDP and everything else)",
             ));
         }
         if self.network == Network::Host && self.namespaces.net {

@@ -16,7 +16,7 @@ use tokio::time::{Instant, MissedTickBehavior, interval, sleep_until};
 use tokio_util::sync::CancellationToken;
 use warden_core::Outcome;
 
-use crate::confine::SetupFailure;
+use crate::confine::Record;
 use crate::output::{OutputChunk, Stream};
 use crate::procs;
 use crate::supervisor::RunEvent;
@@ -409,10 +409,26 @@ impl Driver {
         procs::registry().run_ended();
         // A confined program that never started did not fail on its own:
         // the helper's record says why (only the leftover check outranks it).
-        if let Some(f) = confine_status.as_deref().and_then(SetupFailure::take)
+        if let Some(path) = confine_status.as_deref()
             && end.leftover.is_none()
         {
-            end.cause = Some(Outcome::infrastructure(f.reason, Some(f.detail)));
+            match Record::take(path) {
+                Some(Ok(Record::Ran)) => {}
+                Some(Ok(Record::Failed(f))) => {
+                    end.cause = Some(Outcome::infrastructure(f.reason, Some(f.detail)));
+                }
+                Some(Err(why)) => {
+                    end.cause = Some(Outcome::infrastructure("confinement_failed", Some(why)));
+                }
+                // Killed by us on a deadline or cancel: that cause stands.
+                None if end.cause.is_some() => {}
+                None => {
+                    end.cause = Some(Outcome::infrastructure(
+                        "confinement_failed",
+                        Some("the sandbox helper ended without recording how setup went".into()),
+                    ));
+                }
+            }
         }
         let _ = tx.send(RunEvent::Finished(end.outcome())).await;
     }

@@ -30,8 +30,12 @@ pub struct SupervisorConfig {
     /// The `warden` binary that serves as the confined tier's helper
     /// (`warden sandbox-exec`); without it confined runs are refused.
     pub sandbox_helper: Option<PathBuf>,
-    /// Where confined runs' helpers record setup failures.
+    /// Where confined runs' helpers record how setup went (a private
+    /// directory, created 0700 and checked at every confined spawn).
     pub confine_dir: PathBuf,
+    /// Paths no confined run may be given write access to (the server's
+    /// home and config); `confine_dir` is always protected.
+    pub protected: Vec<PathBuf>,
 }
 
 impl Default for SupervisorConfig {
@@ -42,7 +46,9 @@ impl Default for SupervisorConfig {
             env_allow: Vec::new(),
             channel_capacity: 32,
             sandbox_helper: None,
-            confine_dir: std::env::temp_dir().join("warden-confine"),
+            confine_dir: std::env::temp_dir()
+                .join(format!("warden-confine-{}", nix::unistd::getuid())),
+            protected: Vec::new(),
         }
     }
 }
@@ -154,24 +160,21 @@ impl Supervisor {
         if !missing.is_empty() {
             return Err(SpawnError::ConfinementUnavailable(missing.join("; ")));
         }
-        // The run must not be able to forge its own setup failure.
-        let writable = policy.read_write.iter().chain(
-            (policy.workspace_access == warden_core::confine::FsAccess::ReadWrite)
-                .then_some(&policy.workspace),
-        );
-        if let Some(w) = writable
-            .into_iter()
-            .find(|w| self.config.confine_dir.starts_with(w))
-        {
-            return Err(SpawnError::ConfinementUnavailable(format!(
-                "the policy lets the run write {}, which holds the supervisor's confinement records ({}); choose another workspace",
-                w.display(),
-                self.config.confine_dir.display()
-            )));
+        // The run must not reach the server's own state (its config, store,
+        // certificate) nor forge its setup record.
+        let protected = std::iter::once(&self.config.confine_dir).chain(&self.config.protected);
+        for p in protected {
+            if let Some(w) = policy.writable().find(|w| p.starts_with(w)) {
+                return Err(SpawnError::ConfinementUnavailable(format!(
+                    "the policy lets the run write {}, which holds {} (warden's own state); choose a workspace that does not contain it",
+                    w.display(),
+                    p.display()
+                )));
+            }
         }
-        std::fs::create_dir_all(&self.config.confine_dir)?;
+        confine::private_dir(&self.config.confine_dir)
+            .map_err(SpawnError::ConfinementUnavailable)?;
         let status = self.config.confine_dir.join(format!("{marker}.status"));
-        let _ = std::fs::remove_file(&status);
         let argv = confine::helper_argv(helper, policy, &status, program, args)
             .map_err(|e| SpawnError::ConfinementUnavailable(e.to_string()))?;
         let mut cmd = tokio::process::Command::new(helper);

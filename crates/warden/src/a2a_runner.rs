@@ -2,10 +2,13 @@
 //! same run service as `/api/v1/runs`, so they are recorded, bounded and
 //! cancelled the same way.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use tokio::sync::mpsc;
+
 use warden_a2a::process::{BoxFuture, ProcessRequest, ProcessRunner, Started};
-use warden_core::{Outcome, RunId, RunSpec, StdinMode, Terminal};
+use warden_core::{Outcome, ProcessEvent, RunId, RunSpec, StdinMode, Terminal};
 
 use crate::runs::{RunError, RunService};
 use crate::tiers::Tiers;
@@ -38,6 +41,78 @@ fn unstarted(e: RunError) -> Outcome {
     }
 }
 
+/// Forwards a container run's events, but its end only once the container
+/// is known to be gone: a SIGKILLed engine client leaves its container
+/// running, so `rm -f` runs after every container run, and a container that
+/// was still there (or could not be removed) is what the task reports.
+fn reap_container(
+    mut events: mpsc::Receiver<ProcessEvent>,
+    engine: PathBuf,
+    name: String,
+) -> mpsc::Receiver<ProcessEvent> {
+    let (tx, rx) = mpsc::channel(64);
+    tokio::spawn(async move {
+        while let Some(ev) = events.recv().await {
+            let ev = match ev {
+                ProcessEvent::Ended(outcome) => {
+                    ProcessEvent::Ended(remove_container(&engine, &name, outcome).await)
+                }
+                other => other,
+            };
+            if tx.send(ev).await.is_err() {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+async fn remove_container(engine: &Path, name: &str, outcome: Outcome) -> Outcome {
+    let rm = tokio::process::Command::new(engine)
+        .args(["rm", "--force", name])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match tokio::time::timeout(std::time::Duration::from_secs(30), rm).await {
+        // Removed now: it had outlived its client.
+        Ok(Ok(out)) if out.status.success() => {
+            tracing::warn!(container = name, "a container outlived its run; removed it");
+            Outcome::infrastructure(
+                "container_outlived_client",
+                Some(format!(
+                    "the engine client ended ({}) while container {name} still ran; it was removed",
+                    outcome.describe()
+                )),
+            )
+        }
+        Ok(Ok(out)) => {
+            let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
+            if err.contains("no such container") || err.contains("no container with name") {
+                outcome
+            } else {
+                Outcome::infrastructure(
+                    "container_cleanup_failed",
+                    Some(format!(
+                        "{} rm --force {name}: {}",
+                        engine.display(),
+                        err.trim()
+                    )),
+                )
+            }
+        }
+        Ok(Err(e)) => Outcome::infrastructure(
+            "container_cleanup_failed",
+            Some(format!("{} rm --force {name}: {e}", engine.display())),
+        ),
+        Err(_) => Outcome::infrastructure(
+            "container_cleanup_failed",
+            Some(format!(
+                "{} rm --force {name}: no answer in 30 s",
+                engine.display()
+            )),
+        ),
+    }
+}
+
 /// [`ProcessRunner`] over a [`RunService`], in the instance's tier.
 pub struct ServiceRunner {
     pub runs: Arc<RunService>,
@@ -54,6 +129,7 @@ impl ProcessRunner for ServiceRunner {
                 request.max_output,
             );
             spec.env = request.env;
+            let mut container = None;
             match request.isolation {
                 Isolation::Host => {}
                 Isolation::Confined(policy) => {
@@ -65,7 +141,9 @@ impl ProcessRunner for ServiceRunner {
                 }
                 Isolation::Container(c) => {
                     let (uid, gid) = (nix::unistd::getuid(), nix::unistd::getgid());
-                    spec.argv = c.argv(&spec.cwd, &spec.argv, uid.as_raw(), gid.as_raw());
+                    let name = format!("warden-{}", RunId::new());
+                    spec.argv = c.argv(&name, &spec.cwd, &spec.argv, uid.as_raw(), gid.as_raw());
+                    container = Some((c.engine.clone(), name));
                 }
             }
             if request.pty {
@@ -79,6 +157,10 @@ impl ProcessRunner for ServiceRunner {
                 .start_observed(spec, &request.actor)
                 .await
                 .map_err(unstarted)?;
+            let events = match container {
+                None => events,
+                Some((engine, name)) => reap_container(events, engine, name),
+            };
             Ok(Started {
                 run: run.id,
                 events,

@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use warden_core::confine::Policy;
-use warden_exec::confine::{self, Exit, Request, SetupFailure};
+use warden_exec::confine::{self, Exit, Record, Request, SetupFailure};
 
 use crate::cli::SandboxExecArgs;
 
@@ -14,9 +14,14 @@ use crate::cli::SandboxExecArgs;
 pub fn main(args: SandboxExecArgs) -> ! {
     let policy = match load(&args) {
         Ok(p) => p,
-        Err(e) => SetupFailure::failed(e)
-            .report(args.status_file.as_deref())
-            .apply(),
+        Err(e) => {
+            let failure = SetupFailure::failed(e);
+            eprintln!("warden sandbox-exec: {}", failure.detail);
+            let record = Record::Failed(failure);
+            confine::finish(record, args.status_file.as_deref())
+                .unwrap_or(Exit::Code(125))
+                .apply()
+        }
     };
     if args.print_policy {
         match serde_json::to_string_pretty(&policy) {

@@ -37,6 +37,10 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         grace: config.runs.grace(),
         env_allow: config.runs.env_allow.clone(),
         sandbox_helper: Some(std::env::current_exe().context("locating the warden binary")?),
+        // No confined run may write warden's own state.
+        protected: std::iter::once(home.clone())
+            .chain(config.source.iter().filter_map(|p| p.canonicalize().ok()))
+            .collect(),
         ..SupervisorConfig::default()
     })
     .context("cannot become a child subreaper, so escaped processes could outlive their runs")?;
@@ -152,6 +156,32 @@ async fn certify_at_start(
     home: &Path,
     config: &ServeConfig,
 ) -> anyhow::Result<Arc<crate::tiers::Tiers>> {
+    // An instance that could write warden's own state could rewrite its own
+    // tier: refuse to start.
+    let guarded: Vec<std::path::PathBuf> = std::iter::once(home.to_owned())
+        .chain(config.source.iter().filter_map(|p| p.canonicalize().ok()))
+        .collect();
+    for i in config.instances.iter() {
+        let writable: Vec<&Path> = match &i.isolation {
+            warden_core::confine::Isolation::Confined(p) => p.writable().collect(),
+            warden_core::confine::Isolation::Container(c)
+                if c.workspace_access == warden_core::confine::FsAccess::ReadWrite =>
+            {
+                vec![c.workspace.as_path()]
+            }
+            _ => vec![],
+        };
+        for w in writable {
+            if let Some(g) = guarded.iter().find(|g| g.starts_with(w)) {
+                anyhow::bail!(
+                    "a2a instance {:?}: its workspace {} contains {} (warden's own home or config), which its runs could then rewrite; choose another workspace or WARDEN_HOME",
+                    i.name,
+                    w.display(),
+                    g.display()
+                );
+            }
+        }
+    }
     let tiers = crate::tiers::Tiers::new(home);
     let confined: Vec<String> = config
         .instances
@@ -159,12 +189,11 @@ async fn certify_at_start(
         .filter(|i| matches!(i.isolation, warden_core::confine::Isolation::Confined(_)))
         .map(|i| i.name.clone())
         .collect();
-    if confined.is_empty() {
-        let t = Arc::clone(&tiers);
-        tokio::spawn(async move {
-            let _ = t.certify().await;
-        });
-    } else if let Err(why) = tiers.certify().await {
+    // Without a confined instance the renewal task certifies in the
+    // background (see `spawn_renewal`).
+    if !confined.is_empty()
+        && let Err(why) = tiers.certify().await
+    {
         anyhow::bail!(
             "instances {confined:?} use the confined tier, which this host cannot provide: {why} (see `warden certify` for each probe)"
         );

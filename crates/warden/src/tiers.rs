@@ -35,6 +35,8 @@ pub struct Tiers {
     home: PathBuf,
     confined: RwLock<Confined>,
     container: Result<PathBuf, String>,
+    /// One certification at a time (start-up, renewal, operator request).
+    certifying: tokio::sync::Mutex<()>,
 }
 
 impl Tiers {
@@ -44,6 +46,7 @@ impl Tiers {
             home: home.to_owned(),
             confined: RwLock::new(Confined::Pending),
             container: container_engine().clone(),
+            certifying: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -94,6 +97,7 @@ impl Tiers {
     /// Runs the probes now and records the result; the error says why the
     /// tier is refused.
     pub async fn certify(&self) -> Result<Timestamp, String> {
+        let _one = self.certifying.lock().await;
         let home = self.home.clone();
         let result = tokio::task::spawn_blocking(move || certify::certify(&home))
             .await
@@ -117,8 +121,8 @@ impl Tiers {
         self.confined_ready()
     }
 
-    /// Renews the certificate before it expires (or retries after a
-    /// refusal) until shutdown.
+    /// Certifies now if nothing has yet, then renews the certificate before
+    /// it expires (or retries after a refusal), until shutdown.
     pub fn spawn_renewal(self: &Arc<Self>, shutdown: CancellationToken) {
         let tiers = Arc::clone(self);
         tokio::spawn(async move {

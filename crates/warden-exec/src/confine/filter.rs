@@ -114,7 +114,22 @@ pub(crate) fn build(policy: &Policy) -> Result<Vec<BpfProgram>, String> {
             rules.insert(libc::SYS_vfork, Vec::new());
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    {
+        // Direct port I/O.
+        rules.insert(libc::SYS_iopl, Vec::new());
+        rules.insert(libc::SYS_ioperm, Vec::new());
+    }
     rules.insert(libc::SYS_clone, clone_rules);
+    // Typing into a terminal (TIOCSTI) or its console (TIOCLINUX) would
+    // reach a shell outside the sandbox.
+    rules.insert(
+        libc::SYS_ioctl,
+        vec![
+            rule(vec![cond_int(1, libc::TIOCSTI as u32)?])?,
+            rule(vec![cond_int(1, libc::TIOCLINUX as u32)?])?,
+        ],
+    );
     if policy.network == Network::None {
         // Landlock at this kernel's ABI does not govern connecting to a Unix
         // socket by path (a host daemon's socket is reachable by name); a
@@ -132,7 +147,41 @@ pub(crate) fn build(policy: &Policy) -> Result<Vec<BpfProgram>, String> {
         BTreeMap::from([(libc::SYS_clone3, Vec::new())]),
         SeccompAction::Errno(libc::ENOSYS as u32),
     )?;
-    Ok(vec![main, clone3])
+    let mut filters = vec![main, clone3];
+    filters.extend(x32_filter());
+    Ok(filters)
+}
+
+/// On x86_64 a system call number with bit 30 set is the same call through
+/// the x32 ABI, which the number-keyed filters above would not recognise:
+/// refuse every such number.
+#[cfg(target_arch = "x86_64")]
+fn x32_filter() -> Option<BpfProgram> {
+    use seccompiler::sock_filter;
+    // BPF_LD | BPF_W | BPF_ABS, BPF_JMP | BPF_JGE | BPF_K, BPF_RET | BPF_K
+    // (linux/bpf_common.h; BPF_LD, BPF_W and BPF_K are 0).
+    const BPF_LD_W_ABS: u16 = 0x20;
+    const BPF_JGE_K: u16 = 0x05 | 0x30;
+    const BPF_RET_K: u16 = 0x06;
+    const X32_SYSCALL_BIT: u32 = 0x4000_0000;
+    let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    Some(vec![
+        // The arch was checked by the first filter (others are killed).
+        op(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
+        op(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT),
+        op(
+            BPF_RET_K,
+            0,
+            0,
+            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
+        ),
+        op(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
+    ])
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn x32_filter() -> Option<BpfProgram> {
+    None
 }
 
 /// Installs `filters` on the calling thread (no_new_privs must be set).
@@ -157,11 +206,11 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_profile_compiles_to_two_filters() {
+    fn every_profile_compiles() {
         for profile in Profile::ALL {
             let policy = Policy::for_profile(profile, PathBuf::from("/w"));
             let filters = build(&policy).unwrap();
-            assert_eq!(filters.len(), 2, "{profile:?}");
+            assert_eq!(filters.len(), 2 + usize::from(cfg!(target_arch = "x86_64")));
             assert!(!filters[0].is_empty());
         }
     }

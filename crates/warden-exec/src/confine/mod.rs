@@ -11,6 +11,7 @@
 
 mod filter;
 mod kernel;
+mod record;
 mod rules;
 mod sandbox;
 mod sys;
@@ -20,7 +21,8 @@ use std::path::Path;
 
 pub use filter::denied_calls;
 pub use kernel::{LANDLOCK_FS_ABI, LANDLOCK_NET_ABI, LANDLOCK_SCOPE_ABI, Support};
-pub use sandbox::{Exit, Request, SetupFailure, run};
+pub use record::{Record, SetupFailure, private_dir};
+pub use sandbox::{Exit, Request, finish, run};
 use warden_core::confine::Policy;
 
 /// The subcommand of the warden binary that is the helper.

@@ -64,14 +64,14 @@ const ETC_READ: [&str; 33] = [
     "timezone",
 ];
 
-/// Device files a program may open for reading and writing.
-const DEVICES: [&str; 6] = [
+/// Device files a program may open for reading and writing. Not `/dev/tty`:
+/// that is the supervisor's terminal when it has one.
+const DEVICES: [&str; 5] = [
     "/dev/null",
     "/dev/zero",
     "/dev/full",
     "/dev/random",
     "/dev/urandom",
-    "/dev/tty",
 ];
 
 /// The ABI whose filesystem rights the helper handles.

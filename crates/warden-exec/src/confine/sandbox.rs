@@ -27,9 +27,9 @@ use nix::sys::signal::{SigSet, SigmaskHow, Signal, raise, sigprocmask};
 use nix::sys::wait::{WaitStatus, waitpid};
 use nix::unistd::{ForkResult, Pid, execve, getgid, getppid, getuid, pipe2};
 use seccompiler::BpfProgram;
-use serde::{Deserialize, Serialize};
 use warden_core::confine::Policy;
 
+use super::record::{Record, SetupFailure};
 use super::{filter, kernel::Support, rules, sys};
 
 /// What to run and under which policy.
@@ -56,6 +56,10 @@ impl Exit {
         match self {
             Exit::Code(c) => std::process::exit(c),
             Exit::Signal(sig) => {
+                // No core file of the helper: the target's death is relayed,
+                // not the helper's.
+                let _ = setrlimit(Resource::RLIMIT_CORE, 0, 0);
+                let _ = sys::default_signal(sig);
                 let mut set = SigSet::empty();
                 set.add(sig);
                 let _ = sigprocmask(SigmaskHow::SIG_UNBLOCK, Some(&set), None);
@@ -66,71 +70,51 @@ impl Exit {
     }
 }
 
-/// A setup failure as the supervisor reads it from the status file.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SetupFailure {
-    /// `confinement_unavailable`, `confinement_failed`, `program_not_found`
-    /// or `permission_denied`.
-    pub reason: String,
-    pub detail: String,
-}
-
-impl SetupFailure {
-    fn new(reason: &str, detail: impl Into<String>) -> Self {
-        Self {
-            reason: reason.to_owned(),
-            detail: detail.into(),
-        }
-    }
-
-    fn unavailable(detail: impl Into<String>) -> Self {
-        Self::new("confinement_unavailable", detail)
-    }
-
-    /// A setup step failed (bad policy, a system call refused).
-    pub fn failed(detail: impl Into<String>) -> Self {
-        Self::new("confinement_failed", detail)
-    }
-
-    /// The helper's exit code, as `env` and shells use them.
-    fn exit_code(&self) -> i32 {
-        match self.reason.as_str() {
-            "program_not_found" => 127,
-            "permission_denied" => 126,
-            _ => 125,
-        }
-    }
-
-    /// Records the failure for the supervisor, tells the user, and says how
-    /// the helper must end.
-    pub fn report(&self, status_file: Option<&Path>) -> Exit {
-        if let Some(path) = status_file
-            && let Ok(json) = serde_json::to_vec(self)
-        {
-            let _ = fs::write(path, json);
-        }
-        eprintln!("warden sandbox-exec: {}", self.detail);
-        Exit::Code(self.exit_code())
-    }
-
-    /// Reads (and removes) the failure the helper recorded, if any.
-    pub fn take(path: &Path) -> Option<Self> {
-        let text = fs::read(path).ok()?;
-        let _ = fs::remove_file(path);
-        serde_json::from_slice(&text).ok().or_else(|| {
-            Some(Self::failed(format!(
-                "the sandbox helper left an unreadable status file: {}",
-                String::from_utf8_lossy(&text)
-            )))
-        })
-    }
-}
-
 /// Runs the helper; returns how it must end.
 pub fn run(req: Request) -> Exit {
-    match helper(&req) {
+    close_inherited_fds();
+    // Opened first: once the namespaces are entered the whole filesystem is
+    // read-only to the helper too.
+    let file = match req.status_file.as_deref().map(Record::create).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("warden sandbox-exec: cannot create its setup record: {e}");
+            return Exit::Code(125);
+        }
+    };
+    let result = helper(&req);
+    let record = match &result {
+        Ok(_) => Record::Ran,
+        Err(f) => Record::Failed(f.clone()),
+    };
+    if let Some(file) = file
+        && let Err(e) = record.write_to(file)
+    {
+        eprintln!("warden sandbox-exec: cannot write its setup record: {e}");
+        return Exit::Code(125);
+    }
+    match result {
         Ok(exit) => exit,
-        Err(f) => f.report(req.status_file.as_deref()),
+        Err(f) => {
+            eprintln!("warden sandbox-exec: {}", f.detail);
+            Exit::Code(f.exit_code())
+        }
+    }
+}
+
+/// Writes the record for the supervisor; `Some` (exit 125) when it cannot,
+/// so the supervisor finds no record and says the helper failed.
+pub fn finish(record: Record, status_file: Option<&Path>) -> Option<Exit> {
+    let path = status_file?;
+    match record.write(path) {
+        Ok(()) => None,
+        Err(e) => {
+            eprintln!(
+                "warden sandbox-exec: cannot record how setup went in {}: {e}",
+                path.display()
+            );
+            Some(Exit::Code(125))
+        }
     }
 }
 
@@ -144,7 +128,6 @@ struct Target {
 
 fn helper(req: &Request) -> Result<Exit, SetupFailure> {
     ensure_single_threaded()?;
-    close_inherited_fds();
     let policy = &req.policy;
     policy
         .validate()
@@ -179,6 +162,12 @@ fn helper(req: &Request) -> Result<Exit, SetupFailure> {
         .map_err(|e| SetupFailure::failed(format!("sigprocmask: {e}")))?;
 
     enter_namespaces(policy, scratch.as_ref())?;
+    // The working directory still names the mount it was entered on; look
+    // it up again so a writable workspace is the writable bind mount.
+    if let Ok(cwd) = std::env::current_dir() {
+        std::env::set_current_dir(&cwd)
+            .map_err(|e| SetupFailure::failed(format!("entering {} again: {e}", cwd.display())))?;
+    }
     let helper_pid = nix::unistd::getpid();
     match sys::fork().map_err(|e| SetupFailure::failed(format!("fork: {e}")))? {
         ForkResult::Child => {
@@ -298,7 +287,7 @@ fn stage(policy: &Policy, target: &Target, scratch: Option<&ScratchDir>, tx: &Ow
         report(tx, &format!("setup {reason} {detail}"));
         std::process::exit(125)
     };
-    if let Err(e) = sys::default_sigpipe() {
+    if let Err(e) = sys::default_signal(Signal::SIGPIPE) {
         fail("confinement_failed", format!("SIGPIPE: {e}"));
     }
     if let Err(e) = sigprocmask(SigmaskHow::SIG_SETMASK, Some(&SigSet::empty()), None) {
@@ -420,6 +409,27 @@ fn enter_namespaces(policy: &Policy, scratch: Option<&ScratchDir>) -> Result<(),
             None::<&str>,
         )
         .map_err(|e| SetupFailure::unavailable(format!("making mounts private: {e}")))?;
+        // Everything read-only, then the trees the policy lets the run
+        // write made writable again as their own bind mounts: Landlock does
+        // not govern chmod, chown, utimes or xattrs, a read-only mount does.
+        sys::mount_setattr_readonly(Path::new("/"), true, true).map_err(|e| {
+            SetupFailure::unavailable(format!(
+                "making every mount read-only (mount_setattr, Linux 5.12+): {e}"
+            ))
+        })?;
+        for w in policy.writable() {
+            mount(
+                Some(w),
+                w,
+                None::<&str>,
+                MsFlags::MS_BIND | MsFlags::MS_REC,
+                None::<&str>,
+            )
+            .and_then(|()| sys::mount_setattr_readonly(w, false, false))
+            .map_err(|e| {
+                SetupFailure::unavailable(format!("making {} writable: {e}", w.display()))
+            })?;
+        }
         if let (Some(dir), Some(s)) = (scratch, policy.scratch) {
             let opts = format!("size={},mode=0700", s.max_bytes);
             mount(

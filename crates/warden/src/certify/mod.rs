@@ -60,8 +60,10 @@ pub struct Certificate {
     /// Every probe passed.
     pub passed: bool,
     pub probes: Vec<ProbeResult>,
-    /// System calls the seccomp filter refuses in every profile.
-    pub denied_syscalls: Vec<String>,
+    /// System calls the seccomp filter is configured to refuse in every
+    /// profile (configuration, not observation: the probes observe
+    /// `unshare`, `ptrace` and Unix sockets among them).
+    pub filter_refuses: Vec<String>,
 }
 
 /// Where the certificate lives.
@@ -168,7 +170,7 @@ pub fn certify(home: &Path) -> anyhow::Result<Certificate> {
         let passed = baseline.allowed
             && match expect {
                 Expect::Allowed => confined.allowed,
-                Expect::Denied => !confined.allowed && is_refusal(&confined),
+                Expect::Denied => is_refusal(&confined),
             };
         probes.push(ProbeResult {
             name: name.to_owned(),
@@ -193,7 +195,7 @@ pub fn certify(home: &Path) -> anyhow::Result<Certificate> {
         ),
         passed: probes.iter().all(|p| p.passed),
         probes,
-        denied_syscalls: warden_exec::confine::denied_calls()
+        filter_refuses: warden_exec::confine::denied_calls()
             .into_iter()
             .map(String::from)
             .collect(),
@@ -202,19 +204,24 @@ pub fn certify(home: &Path) -> anyhow::Result<Certificate> {
     Ok(cert)
 }
 
-/// A refusal by the OS, not a broken probe (a missing file proves nothing).
+/// The errors by which the kernel refuses what a policy forbids. Anything
+/// else (a missing file, a probe that crashed or never reported) proves
+/// nothing and fails the probe.
+const REFUSALS: [&str; 5] = ["EACCES", "EPERM", "EROFS", "EXDEV", "ENETUNREACH"];
+
 fn is_refusal(o: &Observed) -> bool {
-    !matches!(
-        o.error.as_deref(),
-        None | Some("ENOENT" | "EEXIST" | "ENOTDIR")
-    )
+    !o.allowed && o.error.as_deref().is_some_and(|e| REFUSALS.contains(&e))
 }
 
 fn store(home: &Path, cert: &Certificate) -> anyhow::Result<()> {
     let path = certificate_path(home);
     let dir = path.parent().unwrap_or(home);
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let tmp = path.with_extension("json.tmp");
+    let tmp = path.with_extension(format!(
+        "json.{}.{}.tmp",
+        std::process::id(),
+        warden_core::RunId::new()
+    ));
     std::fs::write(&tmp, serde_json::to_vec_pretty(cert)?)
         .with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, &path).with_context(|| format!("writing {}", path.display()))?;
@@ -323,7 +330,7 @@ impl Fixture {
 
     fn probes(&self, addr: &str, udp: &str) -> Vec<(&'static str, Profile, Action, Expect)> {
         use Expect::{Allowed, Denied};
-        use Profile::{Edit, Test};
+        use Profile::{Edit, Readonly, Test};
         let read = |path: PathBuf| Action::Read { path };
         let write = |path: PathBuf| Action::Write { path };
         let secret = self.sibling.join("secret.txt");
@@ -346,6 +353,26 @@ impl Fixture {
                 "workspace_write_test",
                 Test,
                 write(self.ws.join("new.txt")),
+                Denied,
+            ),
+            (
+                "workspace_write_readonly",
+                Readonly,
+                write(self.ws.join("new.txt")),
+                Denied,
+            ),
+            (
+                "background_process_readonly",
+                Readonly,
+                Action::Spawn,
+                Allowed,
+            ),
+            (
+                "workspace_chmod_readonly",
+                Readonly,
+                Action::Chmod {
+                    path: self.ws.join("file.txt"),
+                },
                 Denied,
             ),
             ("sibling_read", Edit, read(secret.clone()), Denied),
@@ -406,6 +433,17 @@ impl Fixture {
                 Denied,
             ),
             ("background_process_test", Test, Action::Spawn, Denied),
+            (
+                "chmod_outside",
+                Edit,
+                Action::Chmod {
+                    path: self.sibling.join("secret.txt"),
+                },
+                Denied,
+            ),
+            ("namespace_escape", Edit, Action::Unshare, Denied),
+            ("ptrace", Edit, Action::Ptrace, Denied),
+            ("unix_socket", Edit, Action::UnixSocket, Denied),
             (
                 "package_install_write",
                 Edit,

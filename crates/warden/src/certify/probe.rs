@@ -38,6 +38,15 @@ pub enum Action {
     WriteScratch,
     /// Start a background process (`/bin/true`, not waited for).
     Spawn,
+    /// Set a file's mode to the mode it has (metadata, which Landlock does
+    /// not govern; a read-only mount does).
+    Chmod { path: PathBuf },
+    /// Create a user namespace (a namespace escape).
+    Unshare,
+    /// Ask to be traced by the parent (`PTRACE_TRACEME`).
+    Ptrace,
+    /// Create a Unix-domain socket (the way to a host daemon's socket).
+    UnixSocket,
 }
 
 impl Action {
@@ -53,6 +62,10 @@ impl Action {
             Self::UdpSend { addr } => vec!["udp-send".into(), addr.clone()],
             Self::WriteScratch => vec!["write-scratch".into()],
             Self::Spawn => vec!["spawn".into()],
+            Self::Chmod { path } => vec!["chmod".into(), p(path)],
+            Self::Unshare => vec!["unshare".into()],
+            Self::Ptrace => vec!["ptrace".into()],
+            Self::UnixSocket => vec!["unix-socket".into()],
         }
     }
 }
@@ -83,6 +96,15 @@ fn attempt(action: &Action) -> std::io::Result<()> {
             std::fs::File::create(std::env::temp_dir().join("warden-probe"))?.write_all(b"probe")
         }
         Action::Spawn => std::process::Command::new("/bin/true").spawn().map(drop),
+        Action::Chmod { path } => {
+            let mode = std::fs::metadata(path)?.permissions();
+            std::fs::set_permissions(path, mode)
+        }
+        Action::Unshare => {
+            nix::sched::unshare(nix::sched::CloneFlags::CLONE_NEWUSER).map_err(std::io::Error::from)
+        }
+        Action::Ptrace => nix::sys::ptrace::traceme().map_err(std::io::Error::from),
+        Action::UnixSocket => std::os::unix::net::UnixDatagram::unbound().map(drop),
     }
 }
 

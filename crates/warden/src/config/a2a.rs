@@ -251,9 +251,15 @@ impl InstanceConfig {
             Runtime::Command(c) => Some(c.cwd.clone()),
             _ => None,
         };
-        let Some(ws) = instance.workspace.clone().or_else(|| cwd.clone()) else {
+        // Never the server's own directory by default: it may hold the
+        // config and the store.
+        let Some(ws) = instance
+            .workspace
+            .clone()
+            .filter(|_| self.workspace.is_some())
+        else {
             bail!(
-                "a2a instance {name:?}: tier = \"{}\" needs a workspace (set workspace)",
+                "a2a instance {name:?}: tier = \"{}\" needs workspace = \"…\", the one tree its runs may touch",
                 if self.tier == TierKind::Confined {
                     "confined"
                 } else {
