@@ -258,6 +258,18 @@ impl Policy {
             }
         };
         absolute("policy.workspace", &self.workspace)?;
+        if !self.namespaces.mount {
+            return Err(CoreError::field(
+                "policy.namespaces.mount",
+                "must be true: the run's view of every tree but the writable ones is read-only, and that view is a mount namespace",
+            ));
+        }
+        if self.writable().any(|p| p == Path::new("/")) {
+            return Err(CoreError::field(
+                "policy",
+                "\"/\" cannot be a writable tree; name the directories the run may write",
+            ));
+        }
         for p in &self.read_only {
             absolute("policy.read_only", p)?;
         }
@@ -355,7 +367,23 @@ mod tests {
             p.validate()
                 .unwrap_err()
                 .to_string()
-                .contains("policy.scratch")
+                .contains("namespaces.mount")
+        );
+        p.namespaces.mount = true;
+        p.namespaces.net = false;
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("namespaces.net")
+        );
+        p.namespaces.net = true;
+        p.read_write.push(PathBuf::from("/"));
+        assert!(
+            p.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("writable tree")
         );
     }
 

@@ -162,7 +162,11 @@ impl Supervisor {
         }
         // The run must not reach the server's own state (its config, store,
         // certificate) nor forge its setup record.
-        let protected = std::iter::once(&self.config.confine_dir).chain(&self.config.protected);
+        // The helper too: replaced, it would run the next confined run
+        // unconfined.
+        let protected = [&self.config.confine_dir, helper]
+            .into_iter()
+            .chain(&self.config.protected);
         for p in protected {
             if let Some(w) = policy.writable().find(|w| p.starts_with(w)) {
                 return Err(SpawnError::ConfinementUnavailable(format!(

@@ -52,27 +52,65 @@ fn reap_container(
 ) -> mpsc::Receiver<ProcessEvent> {
     let (tx, rx) = mpsc::channel(64);
     tokio::spawn(async move {
+        // Drained to the end even when nobody listens any more: the
+        // container is removed whatever happens to the task.
+        let mut listening = true;
+        let mut ended = false;
         while let Some(ev) = events.recv().await {
             let ev = match ev {
                 ProcessEvent::Ended(outcome) => {
+                    ended = true;
                     ProcessEvent::Ended(remove_container(&engine, &name, outcome).await)
                 }
                 other => other,
             };
-            if tx.send(ev).await.is_err() {
-                return;
+            if listening && tx.send(ev).await.is_err() {
+                listening = false;
             }
+        }
+        if !ended {
+            let lost = Outcome::infrastructure("run_lost", None);
+            let _ = remove_container(&engine, &name, lost).await;
         }
     });
     rx
 }
 
 async fn remove_container(engine: &Path, name: &str, outcome: Outcome) -> Outcome {
+    let limit = std::time::Duration::from_secs(30);
+    // `rm --force` succeeds on a missing container with current engines,
+    // so ask first whether there is one (`--rm` normally removed it).
+    let inspect = tokio::process::Command::new(engine)
+        .args(["container", "inspect", "--format", "{{.Id}}", name])
+        .stdin(std::process::Stdio::null())
+        .output();
+    match tokio::time::timeout(limit, inspect).await {
+        Ok(Ok(out)) if !out.status.success() => return outcome,
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => {
+            return Outcome::infrastructure(
+                "container_cleanup_failed",
+                Some(format!(
+                    "{} container inspect {name}: {e}",
+                    engine.display()
+                )),
+            );
+        }
+        Err(_) => {
+            return Outcome::infrastructure(
+                "container_cleanup_failed",
+                Some(format!(
+                    "{} container inspect {name}: no answer in 30 s",
+                    engine.display()
+                )),
+            );
+        }
+    }
     let rm = tokio::process::Command::new(engine)
         .args(["rm", "--force", name])
         .stdin(std::process::Stdio::null())
         .output();
-    match tokio::time::timeout(std::time::Duration::from_secs(30), rm).await {
+    match tokio::time::timeout(limit, rm).await {
         // Removed now: it had outlived its client.
         Ok(Ok(out)) if out.status.success() => {
             tracing::warn!(container = name, "a container outlived its run; removed it");
@@ -84,21 +122,14 @@ async fn remove_container(engine: &Path, name: &str, outcome: Outcome) -> Outcom
                 )),
             )
         }
-        Ok(Ok(out)) => {
-            let err = String::from_utf8_lossy(&out.stderr).to_lowercase();
-            if err.contains("no such container") || err.contains("no container with name") {
-                outcome
-            } else {
-                Outcome::infrastructure(
-                    "container_cleanup_failed",
-                    Some(format!(
-                        "{} rm --force {name}: {}",
-                        engine.display(),
-                        err.trim()
-                    )),
-                )
-            }
-        }
+        Ok(Ok(out)) => Outcome::infrastructure(
+            "container_cleanup_failed",
+            Some(format!(
+                "{} rm --force {name}: {}",
+                engine.display(),
+                String::from_utf8_lossy(&out.stderr).trim()
+            )),
+        ),
         Ok(Err(e)) => Outcome::infrastructure(
             "container_cleanup_failed",
             Some(format!("{} rm --force {name}: {e}", engine.display())),

@@ -38,9 +38,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         env_allow: config.runs.env_allow.clone(),
         sandbox_helper: Some(std::env::current_exe().context("locating the warden binary")?),
         // No confined run may write warden's own state.
-        protected: std::iter::once(home.clone())
-            .chain(config.source.iter().filter_map(|p| p.canonicalize().ok()))
-            .collect(),
+        protected: guarded_paths(&home, &config),
         ..SupervisorConfig::default()
     })
     .context("cannot become a child subreaper, so escaped processes could outlive their runs")?;
@@ -148,6 +146,22 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// What no confined or container run may write: the home (store,
+/// certificate), the config file as named and where it points, and this
+/// binary (the sandbox helper).
+fn guarded_paths(home: &Path, config: &ServeConfig) -> Vec<std::path::PathBuf> {
+    let mut paths = vec![home.to_owned()];
+    if let Some(p) = &config.source {
+        paths.push(std::path::absolute(p).unwrap_or_else(|_| p.clone()));
+        paths.extend(p.canonicalize().ok());
+    }
+    if let Ok(exe) = std::env::current_exe() {
+        paths.extend(exe.canonicalize().ok());
+        paths.push(exe);
+    }
+    paths
+}
+
 /// Certifies the confined tier. When an instance is configured confined
 /// the server does not start without the certificate (fail closed, with
 /// the probes that failed); otherwise the probes run in the background and
@@ -158,9 +172,7 @@ async fn certify_at_start(
 ) -> anyhow::Result<Arc<crate::tiers::Tiers>> {
     // An instance that could write warden's own state could rewrite its own
     // tier: refuse to start.
-    let guarded: Vec<std::path::PathBuf> = std::iter::once(home.to_owned())
-        .chain(config.source.iter().filter_map(|p| p.canonicalize().ok()))
-        .collect();
+    let guarded = guarded_paths(home, config);
     for i in config.instances.iter() {
         let writable: Vec<&Path> = match &i.isolation {
             warden_core::confine::Isolation::Confined(p) => p.writable().collect(),

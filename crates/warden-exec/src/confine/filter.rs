@@ -99,6 +99,7 @@ pub(crate) fn build(policy: &Policy) -> Result<Vec<BpfProgram>, String> {
     let eperm = SeccompAction::Errno(libc::EPERM as u32);
     let mut rules: BTreeMap<i64, Vec<SeccompRule>> =
         DENIED.iter().map(|&(_, nr)| (nr, Vec::new())).collect();
+    rules.insert(SYS_OPEN_TREE_ATTR, Vec::new());
 
     let mut clone_rules = Vec::new();
     for flag in NAMESPACE_FLAGS {
@@ -152,9 +153,20 @@ pub(crate) fn build(policy: &Policy) -> Result<Vec<BpfProgram>, String> {
     Ok(filters)
 }
 
+/// `open_tree_attr` (Linux 6.15): clones a mount tree with changed
+/// attributes, a way around the read-only view. The same number on every
+/// architecture (new calls share one table since 424).
+const SYS_OPEN_TREE_ATTR: i64 = 467;
+
+/// The first system call number this filter does not know: newer calls
+/// answer ENOSYS (as on an older kernel) until they are reviewed here.
+#[cfg(target_arch = "x86_64")]
+const FIRST_UNKNOWN_SYSCALL: u32 = 468;
+
 /// On x86_64 a system call number with bit 30 set is the same call through
 /// the x32 ABI, which the number-keyed filters above would not recognise:
-/// refuse every such number.
+/// refuse every such number. Numbers past the last reviewed call answer
+/// ENOSYS.
 #[cfg(target_arch = "x86_64")]
 fn x32_filter() -> Option<BpfProgram> {
     use seccompiler::sock_filter;
@@ -165,16 +177,14 @@ fn x32_filter() -> Option<BpfProgram> {
     const BPF_RET_K: u16 = 0x06;
     const X32_SYSCALL_BIT: u32 = 0x4000_0000;
     let op = |code, jt, jf, k| sock_filter { code, jt, jf, k };
+    let errno = |e: i32| libc::SECCOMP_RET_ERRNO | e as u32;
     Some(vec![
         // The arch was checked by the first filter (others are killed).
         op(BPF_LD_W_ABS, 0, 0, 0), // seccomp_data.nr
         op(BPF_JGE_K, 0, 1, X32_SYSCALL_BIT),
-        op(
-            BPF_RET_K,
-            0,
-            0,
-            libc::SECCOMP_RET_ERRNO | libc::EPERM as u32,
-        ),
+        op(BPF_RET_K, 0, 0, errno(libc::EPERM)),
+        op(BPF_JGE_K, 0, 1, FIRST_UNKNOWN_SYSCALL),
+        op(BPF_RET_K, 0, 0, errno(libc::ENOSYS)),
         op(BPF_RET_K, 0, 0, libc::SECCOMP_RET_ALLOW),
     ])
 }
@@ -194,7 +204,9 @@ pub(crate) fn install(filters: &[BpfProgram]) -> Result<(), String> {
 
 /// Names of the always-denied calls, for documentation and certificates.
 pub fn denied_calls() -> Vec<&'static str> {
-    DENIED.iter().map(|&(n, _)| n).collect()
+    let mut names: Vec<&str> = DENIED.iter().map(|&(n, _)| n).collect();
+    names.push("open_tree_attr");
+    names
 }
 
 #[cfg(test)]

@@ -61,7 +61,8 @@ pub enum Record {
 impl Record {
     /// Creates the record's file: a new file (never an existing one, never
     /// through a symlink), readable by its owner only. Created before the
-    /// helper's mounts turn read-only, written when setup is over.
+    /// helper's mounts turn read-only; written once the target has ended
+    /// (or setup failed), so a helper killed before then leaves it empty.
     pub fn create(path: &Path) -> std::io::Result<fs::File> {
         fs::OpenOptions::new()
             .write(true)
@@ -82,7 +83,8 @@ impl Record {
         self.write_to(Self::create(path)?)
     }
 
-    /// Reads and removes the record; `None` if there is none.
+    /// Reads and removes the record; `None` if there is none, or if its file
+    /// is still empty (the helper was killed before it could write it).
     pub fn take(path: &Path) -> Option<Result<Self, String>> {
         let mut f = fs::OpenOptions::new()
             .read(true)
@@ -93,6 +95,9 @@ impl Record {
         let mut text = Vec::new();
         if let Err(e) = f.read_to_end(&mut text) {
             return Some(Err(format!("reading {}: {e}", path.display())));
+        }
+        if text.is_empty() {
+            return None;
         }
         Some(serde_json::from_slice(&text).map_err(|e| {
             format!(
@@ -140,6 +145,10 @@ mod tests {
         let failed = Record::Failed(SetupFailure::failed("x"));
         failed.write(&path).unwrap();
         assert_eq!(Record::take(&path), Some(Ok(failed)));
+        // Created but never written: the helper was killed.
+        drop(Record::create(&path).unwrap());
+        assert_eq!(Record::take(&path), None);
+        assert!(!path.exists());
     }
 
     #[test]

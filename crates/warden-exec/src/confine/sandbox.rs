@@ -118,6 +118,9 @@ pub fn finish(record: Record, status_file: Option<&Path>) -> Option<Exit> {
     }
 }
 
+/// The id root runs as inside its user namespace: any non-zero id does.
+const UNPRIVILEGED_ID: u32 = 1000;
+
 /// Everything the target's exec needs, prepared before any fork.
 struct Target {
     program: CString,
@@ -391,14 +394,18 @@ fn enter_namespaces(policy: &Policy, scratch: Option<&ScratchDir>) -> Result<(),
         ))
     })?;
     if ns.user {
-        // The same ids inside as outside: files keep their owners.
+        // Files keep their owners (the outside ids are the same), but the
+        // run is never root inside: a non-root uid loses every capability
+        // at exec, so the target cannot remount, whatever the filter lets
+        // through.
+        let inside = |id: u32| if id == 0 { UNPRIVILEGED_ID } else { id };
         let write = |file: &str, text: String| {
             fs::write(format!("/proc/self/{file}"), text)
                 .map_err(|e| SetupFailure::unavailable(format!("writing /proc/self/{file}: {e}")))
         };
         write("setgroups", "deny".to_owned())?;
-        write("uid_map", format!("{uid} {uid} 1"))?;
-        write("gid_map", format!("{gid} {gid} 1"))?;
+        write("uid_map", format!("{} {uid} 1", inside(uid.as_raw())))?;
+        write("gid_map", format!("{} {gid} 1", inside(gid.as_raw())))?;
     }
     if ns.mount {
         mount(
