@@ -5,6 +5,7 @@
 pub mod confine;
 pub mod error;
 pub mod id;
+pub mod mission;
 pub mod outcome;
 pub mod process;
 pub mod prompt;
@@ -15,6 +16,7 @@ pub mod time;
 pub use confine::Policy;
 pub use error::CoreError;
 pub use id::RunId;
+pub use mission::{MissionId, MissionState};
 pub use outcome::{FailureKind, Outcome};
 pub use process::{OutputStream, ProcessEvent};
 pub use prompt::{LastLine, PromptWatch};

@@ -138,6 +138,38 @@ const MIGRATIONS: &[&str] = &[
         expires_at INTEGER
     ) WITHOUT ROWID;
     "#,
+    // 4: AIWG executor-contract missions. Their events go to the event log
+    // (entity_kind 'mission'); `mission_outbox` is how far the log has been
+    // delivered to the orchestrator, so an outage loses nothing.
+    r#"
+    CREATE TABLE missions (
+        id            TEXT PRIMARY KEY,
+        session_id    TEXT NOT NULL,
+        instance      TEXT NOT NULL,
+        objective     TEXT NOT NULL,
+        completion    TEXT NOT NULL,
+        long_running  INTEGER NOT NULL,
+        metadata      TEXT NOT NULL,
+        state         TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        run_dir       TEXT,
+        shim_pid      INTEGER,
+        shim_start    INTEGER,
+        exit_code     INTEGER,
+        error         TEXT,
+        created_at    INTEGER NOT NULL,
+        updated_at    INTEGER NOT NULL,
+        completed_at  INTEGER
+    );
+    CREATE INDEX missions_live ON missions(state)
+        WHERE state NOT IN ('done', 'failed', 'aborted');
+
+    CREATE TABLE mission_outbox (
+        id        INTEGER PRIMARY KEY CHECK (id = 1),
+        delivered INTEGER NOT NULL
+    );
+    INSERT INTO mission_outbox (id, delivered) VALUES (1, 0);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -124,6 +124,10 @@ impl WorkWatch {
             _ = self.interrupted.changed() => {}
         }
     }
+
+    fn over(&self) -> bool {
+        *self.done.borrow()
+    }
 }
 
 /// A message recorded on its task, with the task reserved for its work.
@@ -483,17 +487,26 @@ impl TaskEngine {
     async fn settled(
         &self,
         id: TaskId,
-        watch: Option<WorkWatch>,
+        mut watch: Option<WorkWatch>,
         history: Option<usize>,
     ) -> Result<Sent, A2aError> {
-        if let Some(mut w) = watch {
-            w.paused_or_over().await;
-        }
-        // A run that failed was recorded as a failed task: answer with it,
-        // so a client does not retry into a duplicate.
-        match self.store.get_task(id).await {
-            Ok((_, now)) => Ok(Sent::Task(trim_history(now, history))),
-            Err(e) => Err(store_error(e, &id.to_string())),
+        loop {
+            if let Some(w) = watch.as_mut() {
+                w.paused_or_over().await;
+            }
+            // A run that failed was recorded as a failed task: answer with it,
+            // so a client does not retry into a duplicate.
+            let now = match self.store.get_task(id).await {
+                Ok((_, now)) => now,
+                Err(e) => return Err(store_error(e, &id.to_string())),
+            };
+            // A pause signalled for an earlier prompt can arrive after the
+            // client already answered it: still working means not settled.
+            let settled = watch.as_ref().is_none_or(WorkWatch::over)
+                || now.status.state != TaskState::Working;
+            if settled {
+                return Ok(Sent::Task(trim_history(now, history)));
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 mod audit;
 mod commit;
+mod missions;
 mod runs;
 mod tasks;
 

@@ -1,0 +1,352 @@
+//! AIWG executor-contract missions and their event outbox.
+//!
+//! A mission's state changes only through [`MissionState::become_`], in the
+//! same transaction as the event that reports it, so the log and the row
+//! never disagree. Events are appended before they are sent; the outbox
+//! cursor says how far the orchestrator has been given them.
+
+use rusqlite::{Connection, OptionalExtension, Row, params};
+use serde_json::Value;
+use warden_core::{MissionId, MissionState, Timestamp};
+
+use crate::{Store, StoreError, events};
+
+/// Event kinds that belong to one WebSocket connection (sent when it opens,
+/// for the missions owned then) and are never queued for a later one.
+pub const CONNECTION_SCOPED: [&str; 2] = ["mission.reconnected", "mission.resumed"];
+
+/// A mission as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissionRecord {
+    pub id: MissionId,
+    /// The `:id` of the dispatch route it came in on.
+    pub session_id: String,
+    /// The instance it runs in.
+    pub instance: String,
+    pub objective: String,
+    pub completion: String,
+    pub long_running: bool,
+    /// The dispatch's `metadata`, passed through.
+    pub metadata: Value,
+    pub state: MissionState,
+    /// Stable per mission: named by `mission.suspended` and presented back in
+    /// `mission.reconnected`.
+    pub checkpoint_id: String,
+    /// Where its shim keeps output and exit status.
+    pub run_dir: Option<String>,
+    /// The shim's pid and start time (clock ticks after boot): a pid alone
+    /// may have been reused.
+    pub shim: Option<(i32, u64)>,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub completed_at: Option<Timestamp>,
+}
+
+/// What a state change also records.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MissionUpdate {
+    pub run_dir: Option<String>,
+    pub shim: Option<(i32, u64)>,
+    pub exit_code: Option<i32>,
+    pub error: Option<String>,
+}
+
+/// One event of the log, as delivered: its seq and the envelope.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MissionEvent {
+    pub seq: u64,
+    pub kind: String,
+    pub envelope: Value,
+}
+
+/// Whether a dispatch created the mission or found it already there.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Dispatched {
+    /// New; the seq of its first event.
+    Created(u64),
+    /// The same `mission_id` was dispatched before: nothing was started again.
+    Existing(Box<MissionRecord>),
+}
+
+const COLUMNS: &str = "id, session_id, instance, objective, completion, long_running, metadata, \
+     state, checkpoint_id, run_dir, shim_pid, shim_start, exit_code, error, created_at, \
+     updated_at, completed_at";
+
+fn millis(ms: i64) -> Timestamp {
+    Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
+}
+
+/// Reads one row; the inner result holds what does not convert (a row
+/// written by this code always does).
+fn from_row(r: &Row<'_>) -> rusqlite::Result<Result<MissionRecord, StoreError>> {
+    let id: String = r.get(0)?;
+    let metadata: String = r.get(6)?;
+    let state: String = r.get(7)?;
+    let shim = match (r.get::<_, Option<i64>>(10)?, r.get::<_, Option<i64>>(11)?) {
+        (Some(pid), Some(start)) => Some((pid as i32, start as u64)),
+        _ => None,
+    };
+    let session_id = r.get(1)?;
+    let instance = r.get(2)?;
+    let objective = r.get(3)?;
+    let completion = r.get(4)?;
+    let long_running = r.get::<_, i64>(5)? != 0;
+    let checkpoint_id = r.get(8)?;
+    let run_dir = r.get(9)?;
+    let exit_code = r.get(12)?;
+    let error = r.get(13)?;
+    let created_at = millis(r.get(14)?);
+    let updated_at = millis(r.get(15)?);
+    let completed_at = r.get::<_, Option<i64>>(16)?.map(millis);
+    Ok((|| {
+        Ok(MissionRecord {
+            id: MissionId::parse(&id)?,
+            session_id,
+            instance,
+            objective,
+            completion,
+            long_running,
+            metadata: serde_json::from_str(&metadata)?,
+            state: MissionState::parse(&state).ok_or_else(|| {
+                warden_core::CoreError::field("missions.state", format!("unknown state {state:?}"))
+            })?,
+            checkpoint_id,
+            run_dir,
+            shim,
+            exit_code,
+            error,
+            created_at,
+            updated_at,
+            completed_at,
+        })
+    })())
+}
+
+fn load(c: &Connection, id: &str) -> Result<Option<MissionRecord>, StoreError> {
+    c.prepare_cached(&format!("SELECT {COLUMNS} FROM missions WHERE id = ?1"))?
+        .query_row(params![id], from_row)
+        .optional()?
+        .transpose()
+}
+
+impl Store {
+    /// Records a dispatched mission (state `assigned`) with its first event,
+    /// in one transaction, unless a mission with that id exists already.
+    pub async fn dispatch_mission(
+        &self,
+        rec: MissionRecord,
+        assigned: Value,
+    ) -> Result<Dispatched, StoreError> {
+        self.write(move |c| {
+            if let Some(existing) = load(c, rec.id.as_str())? {
+                return Ok(Dispatched::Existing(Box::new(existing)));
+            }
+            let now = Timestamp::now().as_millis() as i64;
+            c.prepare_cached(&format!(
+                "INSERT INTO missions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, NULL, NULL, NULL, NULL, ?10, ?10, NULL)"
+            ))?
+            .execute(params![
+                rec.id.as_str(),
+                rec.session_id,
+                rec.instance,
+                rec.objective,
+                rec.completion,
+                i64::from(rec.long_running),
+                rec.metadata.to_string(),
+                MissionState::Assigned.as_str(),
+                rec.checkpoint_id,
+                now,
+            ])?;
+            let seq = events::append(c, "mission", rec.id.as_str(), "mission.assigned", &assigned)?;
+            Ok(Dispatched::Created(seq))
+        })
+        .await
+    }
+
+    /// Moves mission `id` to `to` (checked against the contract's diagram)
+    /// with `update`, appending `event` (kind, envelope) in the same
+    /// transaction. Returns the event's seq.
+    pub async fn transition_mission(
+        &self,
+        id: MissionId,
+        to: MissionState,
+        update: MissionUpdate,
+        event: (String, Value),
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| {
+            let Some(cur) = load(c, id.as_str())? else {
+                return Err(StoreError::NotFound {
+                    kind: "mission",
+                    id: id.to_string(),
+                });
+            };
+            cur.state.become_(to)?;
+            let now = Timestamp::now().as_millis() as i64;
+            let (pid, start) = match update.shim.or(cur.shim) {
+                Some((p, s)) => (Some(i64::from(p)), Some(s as i64)),
+                None => (None, None),
+            };
+            c.prepare_cached(
+                "UPDATE missions SET state = ?2, run_dir = ?3, shim_pid = ?4, shim_start = ?5,
+                        exit_code = ?6, error = ?7, updated_at = ?8,
+                        completed_at = CASE WHEN ?9 THEN ?8 ELSE completed_at END
+                 WHERE id = ?1",
+            )?
+            .execute(params![
+                id.as_str(),
+                to.as_str(),
+                update.run_dir.or(cur.run_dir),
+                pid,
+                start,
+                update.exit_code.or(cur.exit_code),
+                update.error.or(cur.error),
+                now,
+                to.is_terminal(),
+            ])?;
+            events::append(c, "mission", id.as_str(), &event.0, &event.1)
+        })
+        .await
+    }
+
+    /// Appends an event that changes no state (`mission.progress`,
+    /// `mission.hitl_required`, `mission.reconnected`, …).
+    pub async fn append_mission_event(
+        &self,
+        id: MissionId,
+        kind: String,
+        envelope: Value,
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| {
+            if load(c, id.as_str())?.is_none() {
+                return Err(StoreError::NotFound {
+                    kind: "mission",
+                    id: id.to_string(),
+                });
+            }
+            events::append(c, "mission", id.as_str(), &kind, &envelope)
+        })
+        .await
+    }
+
+    /// Appends an executor-level event (`executor.resync`).
+    pub async fn append_executor_event(
+        &self,
+        executor_id: String,
+        kind: String,
+        envelope: Value,
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| events::append(c, "executor", &executor_id, &kind, &envelope))
+            .await
+    }
+
+    /// One mission.
+    pub async fn mission(&self, id: MissionId) -> Result<MissionRecord, StoreError> {
+        self.read(move |c| {
+            load(c, id.as_str())?.ok_or_else(|| StoreError::NotFound {
+                kind: "mission",
+                id: id.to_string(),
+            })
+        })
+        .await
+    }
+
+    /// Missions not in a terminal state, oldest first.
+    pub async fn active_missions(&self) -> Result<Vec<MissionRecord>, StoreError> {
+        self.read(|c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM missions
+                 WHERE state NOT IN ('done', 'failed', 'aborted') ORDER BY created_at, id"
+            ))?;
+            let rows = stmt.query_map([], from_row)?;
+            rows.map(|r| r?).collect()
+        })
+        .await
+    }
+
+    /// The last `n` events of mission `id`, oldest first.
+    pub async fn recent_mission_events(
+        &self,
+        id: MissionId,
+        n: u32,
+    ) -> Result<Vec<MissionEvent>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, kind, body FROM (
+                    SELECT seq, kind, body FROM events
+                    WHERE entity_kind = 'mission' AND entity_id = ?1
+                    ORDER BY seq DESC LIMIT ?2
+                 ) ORDER BY seq",
+            )?;
+            let rows = stmt.query_map(params![id.as_str(), n], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
+            rows.map(|r| {
+                let (seq, kind, body) = r?;
+                Ok(MissionEvent {
+                    seq: seq as u64,
+                    kind,
+                    envelope: serde_json::from_str(&body)?,
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    /// Queued mission events not yet delivered, oldest first, at most
+    /// `limit` (connection-scoped kinds are never queued).
+    pub async fn undelivered_mission_events(
+        &self,
+        limit: u32,
+    ) -> Result<Vec<MissionEvent>, StoreError> {
+        self.read(move |c| {
+            let delivered: i64 = c.query_row(
+                "SELECT delivered FROM mission_outbox WHERE id = 1",
+                [],
+                |r| r.get(0),
+            )?;
+            let mut stmt = c.prepare_cached(
+                "SELECT seq, kind, body FROM events
+                 WHERE entity_kind = 'mission' AND seq > ?1
+                   AND kind NOT IN ('mission.reconnected', 'mission.resumed')
+                 ORDER BY seq LIMIT ?2",
+            )?;
+            let rows = stmt.query_map(params![delivered, limit], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            })?;
+            rows.map(|r| {
+                let (seq, kind, body) = r?;
+                Ok(MissionEvent {
+                    seq: seq as u64,
+                    kind,
+                    envelope: serde_json::from_str(&body)?,
+                })
+            })
+            .collect()
+        })
+        .await
+    }
+
+    /// Records that every queued event up to `seq` was delivered (never
+    /// moves backwards).
+    pub async fn mission_events_delivered(&self, seq: u64) -> Result<(), StoreError> {
+        self.write(move |c| {
+            c.prepare_cached(
+                "UPDATE mission_outbox SET delivered = MAX(delivered, ?1) WHERE id = 1",
+            )?
+            .execute(params![seq as i64])?;
+            Ok(())
+        })
+        .await
+    }
+}
