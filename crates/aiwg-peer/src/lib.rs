@@ -4,3 +4,6 @@
 #![forbid(unsafe_code)]
 
 pub mod schema;
+mod server;
+
+pub use server::{Peer, Received};

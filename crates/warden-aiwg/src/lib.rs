@@ -5,4 +5,8 @@
 //! fields the contract's schema allows (`additionalProperties: false`).
 #![forbid(unsafe_code)]
 
+pub mod identity;
+pub mod link;
 pub mod wire;
+
+pub use link::{Link, LinkConfig, LinkStatus};

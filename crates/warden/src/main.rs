@@ -2,6 +2,7 @@
 #![forbid(unsafe_code)]
 
 mod a2a_runner;
+mod aiwg;
 mod certify;
 mod cli;
 mod cmd_bus;

@@ -60,6 +60,11 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     );
     let bus = warden_bus::Bus::new(store.clone(), config.bus.bus_config()?);
     spawn_bus_prune(bus.clone(), config.bus.prune_interval(), shutdown.clone());
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", config.listen))?;
+    let addr = listener.local_addr()?;
+    let aiwg = crate::aiwg::start(&home, &store, &tiers, addr, shutdown.clone())?;
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),
@@ -70,6 +75,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         engine: engine.clone(),
         bus: bus.clone(),
         tiers: Arc::clone(&tiers),
+        aiwg,
     };
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {
@@ -96,10 +102,6 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         warden_a2a::server::router(a2a),
     );
 
-    let listener = tokio::net::TcpListener::bind(config.listen)
-        .await
-        .with_context(|| format!("cannot listen on {}", config.listen))?;
-    let addr = listener.local_addr()?;
     tracing::info!(
         %addr,
         home = %home.display(),

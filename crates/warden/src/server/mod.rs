@@ -1,5 +1,6 @@
 //! The HTTP surface: routers per area, assembled with shared state.
 
+mod aiwg_api;
 mod api_error;
 mod audit_api;
 mod auth;
@@ -46,6 +47,8 @@ pub struct AppState {
     pub bus: warden_bus::Bus,
     /// The isolation tiers and their proofs.
     pub tiers: Arc<crate::tiers::Tiers>,
+    /// The link to `aiwg serve`, when `AIWG_SERVE_ENDPOINT` is set.
+    pub aiwg: Option<Arc<warden_aiwg::Link>>,
 }
 
 /// The most event streams open at once.
@@ -59,6 +62,7 @@ pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
         .merge(hitl_api::router(state.clone()))
         .merge(bus_api::router(state.clone()))
         .merge(isolation_api::router(state.clone()))
+        .merge(aiwg_api::router(state.clone()))
         .layer(axum::middleware::from_fn_with_state(
             auth::OperatorAuth::new(token),
             auth::require_operator,

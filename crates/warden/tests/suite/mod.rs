@@ -3,6 +3,7 @@ mod a2a_command;
 mod a2a_conformance;
 mod a2a_rest03;
 mod adapter;
+mod aiwg;
 mod api;
 mod bus;
 mod cli;
