@@ -7,6 +7,8 @@
 
 pub mod identity;
 pub mod link;
+pub mod missions;
 pub mod wire;
 
 pub use link::{Link, LinkConfig, LinkStatus};
+pub use missions::{DispatchError, MissionTarget, Missions, Resolve};

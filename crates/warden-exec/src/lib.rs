@@ -27,6 +27,7 @@ mod output;
 mod procs;
 mod pty;
 mod resolve;
+pub mod runner;
 mod stdin;
 mod supervisor;
 

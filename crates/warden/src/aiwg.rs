@@ -8,9 +8,12 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use tokio_util::sync::CancellationToken;
-use warden_aiwg::{Link, LinkConfig};
+use warden_a2a::instance::{DEFAULT_INSTANCE, Runtime};
+use warden_aiwg::{Link, LinkConfig, MissionTarget, Missions, Resolve};
+use warden_exec::runner::ProcessRunner;
 use warden_store::Store;
 
+use crate::config::ServeConfig;
 use crate::tiers::Tiers;
 
 /// The platform capability of this build's target.
@@ -23,14 +26,50 @@ fn platform() -> Option<String> {
     (std::env::consts::OS == "linux").then(|| format!("platform:linux/{arch}"))
 }
 
+/// The link and the mission service, when configured.
+pub struct Aiwg {
+    pub link: Arc<Link>,
+    pub missions: Arc<Missions>,
+}
+
+/// Where a dispatch's objective runs: the named instance (the seed's
+/// `agent_id`, the schema's `instance_id`), else `default`; in its
+/// workspace, else its command's directory, else the server's.
+fn resolver(config: &ServeConfig) -> Resolve {
+    let instances = config.instances.clone();
+    let workspace = config.workspace.clone();
+    let timeout = config.runs.default_timeout();
+    let max_output = config.runs.default_max_output_bytes;
+    Arc::new(move |name: Option<&str>| {
+        let name = name.unwrap_or(DEFAULT_INSTANCE);
+        let Some(instance) = instances.get(name) else {
+            return Err(format!("no instance named {name:?} is hosted here"));
+        };
+        let cwd = match (&instance.workspace, &instance.runtime) {
+            (Some(ws), _) => ws.clone(),
+            (None, Runtime::Command(c)) => c.cwd.clone(),
+            (None, _) => workspace.clone(),
+        };
+        Ok(MissionTarget {
+            instance: instance.name.clone(),
+            cwd,
+            isolation: instance.isolation.clone(),
+            timeout,
+            max_output,
+        })
+    })
+}
+
 /// Starts the link when configured; `None` (and nothing started) otherwise.
 pub fn start(
     home: &Path,
+    config: &ServeConfig,
     store: &Store,
     tiers: &Arc<Tiers>,
+    runner: Arc<dyn ProcessRunner>,
     listening: SocketAddr,
     shutdown: CancellationToken,
-) -> anyhow::Result<Option<Arc<Link>>> {
+) -> anyhow::Result<Option<Aiwg>> {
     let Some(endpoint) = std::env::var("AIWG_SERVE_ENDPOINT")
         .ok()
         .filter(|e| !e.trim().is_empty())
@@ -50,7 +89,7 @@ pub fn start(
         .replacen("https://", "wss://", 1)
         .replacen("http://", "ws://", 1);
     let tiers = Arc::clone(tiers);
-    let config = LinkConfig {
+    let link_config = LinkConfig {
         endpoint,
         name: std::env::var("AIWG_SERVE_NAME")
             .ok()
@@ -66,7 +105,8 @@ pub fn start(
             caps
         }),
     };
-    let link = Link::new(config, store.clone());
+    let link = Link::new(link_config, store.clone());
     tokio::spawn(Arc::clone(&link).run(shutdown));
-    Ok(Some(link))
+    let missions = Missions::new(store.clone(), Arc::clone(&link), runner, resolver(config));
+    Ok(Some(Aiwg { link, missions }))
 }

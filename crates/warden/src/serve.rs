@@ -64,7 +64,20 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let aiwg = crate::aiwg::start(&home, &store, &tiers, addr, shutdown.clone())?;
+    let runner: Arc<dyn warden_exec::runner::ProcessRunner> =
+        Arc::new(crate::a2a_runner::ServiceRunner {
+            runs: Arc::clone(&runs),
+            tiers: Arc::clone(&tiers),
+        });
+    let aiwg = crate::aiwg::start(
+        &home,
+        &config,
+        &store,
+        &tiers,
+        runner,
+        addr,
+        shutdown.clone(),
+    )?;
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),
@@ -75,7 +88,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         engine: engine.clone(),
         bus: bus.clone(),
         tiers: Arc::clone(&tiers),
-        aiwg,
+        aiwg: aiwg.map(Arc::new),
     };
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {

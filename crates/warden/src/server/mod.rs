@@ -47,8 +47,9 @@ pub struct AppState {
     pub bus: warden_bus::Bus,
     /// The isolation tiers and their proofs.
     pub tiers: Arc<crate::tiers::Tiers>,
-    /// The link to `aiwg serve`, when `AIWG_SERVE_ENDPOINT` is set.
-    pub aiwg: Option<Arc<warden_aiwg::Link>>,
+    /// The link to `aiwg serve` and the missions, when `AIWG_SERVE_ENDPOINT`
+    /// is set.
+    pub aiwg: Option<Arc<crate::aiwg::Aiwg>>,
 }
 
 /// The most event streams open at once.
@@ -68,6 +69,7 @@ pub fn router(state: AppState, token: Option<String>, a2a: Router) -> Router {
             auth::require_operator,
         ));
     Router::new()
+        .merge(aiwg_api::dispatch_router(state.clone()))
         .merge(health::router(state))
         .merge(api)
         .merge(a2a)

@@ -180,3 +180,284 @@ async fn the_identity_and_token_survive_a_restart() {
     assert_eq!(regs[0]["executor_id"], regs[1]["executor_id"]);
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
+
+/// Events of `mission`, in the order received: `(connection, event, data)`.
+fn mission_events(frames: &[Received], mission: &str) -> Vec<(u32, String, Value)> {
+    frames
+        .iter()
+        .filter(|r| r.frame["mission_id"] == mission)
+        .map(|r| {
+            (
+                r.connection,
+                r.frame["event"].as_str().unwrap().to_owned(),
+                r.frame["data"].clone(),
+            )
+        })
+        .collect()
+}
+
+fn ended(frames: &[Received], mission: &str) -> bool {
+    mission_events(frames, mission).iter().any(|(_, e, _)| {
+        matches!(
+            e.as_str(),
+            "mission.completed" | "mission.failed" | "mission.aborted"
+        )
+    })
+}
+
+/// The event names of `mission`, progress collapsed to one entry.
+fn lifecycle(frames: &[Received], mission: &str) -> Vec<String> {
+    let mut names: Vec<String> = mission_events(frames, mission)
+        .into_iter()
+        .map(|(_, e, _)| e)
+        .collect();
+    names.dedup();
+    names
+}
+
+fn dispatch_body(id: &str, objective: &str) -> Value {
+    serde_json::json!({
+        "mission_id": id, "objective": objective, "completion": "the command exits 0",
+        "long_running": false,
+        "executor_filter": {"executor_id": null, "capabilities": [], "agent_id": null},
+        "metadata": {"issue": 5}
+    })
+}
+
+/// A registered, connected server and its executor id.
+async fn connected(dir: &std::path::Path, peer: &Peer) -> (Server, String) {
+    let server = serve_with(dir, peer);
+    peer.wait_for(WAIT, "the first resync", |f| !resyncs(f).is_empty())
+        .await;
+    let id = std::fs::read_to_string(dir.join(".warden/identity"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    (server, id)
+}
+
+#[tokio::test]
+async fn dispatched_missions_report_their_whole_life() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, exec) = connected(dir.path(), &peer).await;
+
+    let (code, body) = peer
+        .dispatch(
+            &server.base,
+            &exec,
+            "s-1",
+            dispatch_body("m-ok", "echo one; echo two"),
+        )
+        .await;
+    assert_eq!(code, 202, "{body}");
+    assert_eq!(body["mission_id"], "m-ok");
+    assert_eq!(body["executor_id"], exec.as_str());
+    assert_eq!(body["status"], "assigned");
+    let frames = peer
+        .wait_for(WAIT, "m-ok to end", |f| ended(f, "m-ok"))
+        .await;
+    assert_eq!(
+        lifecycle(&frames, "m-ok"),
+        [
+            "mission.assigned",
+            "mission.started",
+            "mission.progress",
+            "mission.completed"
+        ]
+    );
+    let events = mission_events(&frames, "m-ok");
+    let done = &events.last().unwrap().2;
+    assert_eq!(done["exit_code"], 0);
+    assert_eq!(done["summary"], "two");
+
+    let (code, _) = peer
+        .dispatch(
+            &server.base,
+            &exec,
+            "s-1",
+            dispatch_body("m-fail", "echo out; exit 3"),
+        )
+        .await;
+    assert_eq!(code, 202);
+    let frames = peer
+        .wait_for(WAIT, "m-fail to end", |f| ended(f, "m-fail"))
+        .await;
+    let events = mission_events(&frames, "m-fail");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.failed");
+    assert_eq!(data["reason"], "non_zero_exit");
+    assert_eq!(data["exit_code"], 3);
+    assert_eq!(lifecycle(&frames, "m-fail")[2], "mission.progress");
+
+    // The objective sees its mission.
+    let check_env = "test \"$AIWG_MISSION_ID\" = m-env && test \"$AIWG_MISSION_COMPLETION\" = 'the command exits 0' && test -n \"$AIWG_MISSION_METADATA\"";
+    peer.dispatch(
+        &server.base,
+        &exec,
+        "s-1",
+        dispatch_body("m-env", check_env),
+    )
+    .await;
+    let frames = peer
+        .wait_for(WAIT, "m-env to end", |f| ended(f, "m-env"))
+        .await;
+    assert_eq!(
+        lifecycle(&frames, "m-env").last().unwrap(),
+        "mission.completed"
+    );
+
+    // An operator's kill.
+    peer.dispatch(
+        &server.base,
+        &exec,
+        "s-1",
+        dispatch_body("m-kill", "sleep 30"),
+    )
+    .await;
+    peer.wait_for(WAIT, "m-kill to start", |f| {
+        lifecycle(f, "m-kill").contains(&"mission.started".to_owned())
+    })
+    .await;
+    let resp = server
+        .client
+        .delete(server.url("/api/v1/missions/m-kill"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 202);
+    let frames = peer
+        .wait_for(WAIT, "m-kill to end", |f| ended(f, "m-kill"))
+        .await;
+    let events = mission_events(&frames, "m-kill");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.aborted");
+    assert_eq!(data["aborted_by"], "operator");
+
+    // The status route answers the contract's shape (checked by the peer).
+    let (code, st) = peer.mission_status(&server.base, "", "m-ok").await;
+    assert_eq!(code, 200, "{st}");
+    assert_eq!(st["state"], "done");
+    assert_eq!(st["exit_code"], 0);
+    let kinds: Vec<&str> = st["recent_events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect();
+    assert_eq!(kinds.first(), Some(&"mission.assigned"));
+    assert_eq!(kinds.last(), Some(&"mission.completed"));
+    let (code, _) = peer.mission_status(&server.base, "", "m-none").await;
+    assert_eq!(code, 404);
+
+    // A retried dispatch starts nothing again; another body is a conflict.
+    let (code, again) = peer
+        .dispatch(
+            &server.base,
+            &exec,
+            "s-1",
+            dispatch_body("m-ok", "echo one; echo two"),
+        )
+        .await;
+    assert_eq!(code, 202, "{again}");
+    let (code, _) = peer
+        .dispatch(
+            &server.base,
+            &exec,
+            "s-1",
+            dispatch_body("m-ok", "rm -rf /"),
+        )
+        .await;
+    assert_eq!(code, 409);
+    let starts = mission_events(&peer.received(), "m-ok")
+        .into_iter()
+        .filter(|(_, e, _)| e == "mission.started")
+        .count();
+    assert_eq!(starts, 1);
+
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn bad_dispatches_are_refused_with_the_contract_s_codes() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, exec) = connected(dir.path(), &peer).await;
+    let (code, _) = peer
+        .dispatch_with_token(
+            &server.base,
+            "s",
+            "wrong-token",
+            dispatch_body("m-1", "true"),
+        )
+        .await;
+    assert_eq!(code, 401);
+    let (code, _) = peer
+        .dispatch_with_token(&server.base, "s", "", dispatch_body("m-1", "true"))
+        .await;
+    assert_eq!(code, 401);
+    let mut unknown = dispatch_body("m-2", "true");
+    unknown["executor_filter"]["agent_id"] = serde_json::json!("nobody");
+    let (code, body) = peer.dispatch(&server.base, &exec, "s", unknown).await;
+    assert_eq!(code, 404, "{body}");
+    let mut long = dispatch_body("m-3", "true");
+    long["long_running"] = serde_json::json!(true);
+    let (code, body) = peer.dispatch(&server.base, &exec, "s", long).await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(
+        body["error"]["code"], "no_resumable_executor_available",
+        "{body}"
+    );
+    let mut no_completion = dispatch_body("m-4", "true");
+    no_completion.as_object_mut().unwrap().remove("completion");
+    let (code, body) = peer.dispatch(&server.base, &exec, "s", no_completion).await;
+    assert_eq!(code, 400, "{body}");
+    // None of them became a mission.
+    assert!(
+        peer.received()
+            .iter()
+            .all(|r| r.frame["event"] == "executor.resync")
+    );
+}
+
+#[tokio::test]
+async fn events_of_an_outage_arrive_in_order_after_reconnecting() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, exec) = connected(dir.path(), &peer).await;
+    peer.drop_connection();
+    // Dispatched and finished while the WebSocket is down (the backoff
+    // before reconnecting is at least 800 ms): first see warden notice.
+    let deadline = std::time::Instant::now() + WAIT;
+    while status(&server).await["connected"] != false {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "warden never saw the drop"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let (code, _) = peer
+        .dispatch(&server.base, &exec, "s", dispatch_body("m-out", "echo hi"))
+        .await;
+    assert_eq!(code, 202);
+    let frames = peer
+        .wait_for(WAIT, "m-out's events on the second connection", |f| {
+            ended(f, "m-out")
+        })
+        .await;
+    let events = mission_events(&frames, "m-out");
+    assert!(events.iter().all(|(c, _, _)| *c == 2), "{events:?}");
+    assert_eq!(
+        lifecycle(&frames, "m-out"),
+        [
+            "mission.assigned",
+            "mission.started",
+            "mission.progress",
+            "mission.completed"
+        ]
+    );
+    // Resync came first on that connection.
+    let second: Vec<&Received> = frames.iter().filter(|r| r.connection == 2).collect();
+    assert_eq!(second[0].frame["event"], "executor.resync");
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}

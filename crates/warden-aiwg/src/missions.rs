@@ -1,0 +1,451 @@
+//! Missions: a dispatch becomes a run of its objective in an instance, and
+//! every step of it an event in the log (then on the WebSocket).
+//!
+//! Each state change goes through the store's checked transition with the
+//! event that reports it; the link is told to deliver after every append.
+
+use std::collections::{HashMap, HashSet};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::time::Instant;
+use warden_core::confine::Isolation;
+use warden_core::{FailureKind, MissionId, MissionState, Outcome, ProcessEvent, RunId, Timestamp};
+use warden_exec::runner::{ProcessRequest, ProcessRunner};
+use warden_store::{Dispatched, MissionRecord, MissionUpdate, Store, StoreError};
+
+use crate::link::Link;
+use crate::wire::{AbortedBy, DispatchPayload, DispatchResponse, Event};
+
+/// Where and how a mission's objective runs.
+#[derive(Debug, Clone)]
+pub struct MissionTarget {
+    pub instance: String,
+    pub cwd: PathBuf,
+    pub isolation: Isolation,
+    pub timeout: Duration,
+    pub max_output: u64,
+}
+
+/// Finds the instance a dispatch names (`None`: the default one); the error
+/// says why there is none.
+pub type Resolve = Arc<dyn Fn(Option<&str>) -> Result<MissionTarget, String> + Send + Sync>;
+
+/// Why a dispatch was refused, with the status it answers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DispatchError {
+    BadRequest(String),
+    UnknownInstance(String),
+    /// `long_running` needs a resumable executor, which this is not (yet).
+    NotResumable,
+    /// The same `mission_id` with another body.
+    Conflict(String),
+    Unavailable(String),
+    /// The run could not start: the mission failed, `mission.failed` sent.
+    Dispatcher(String),
+}
+
+impl DispatchError {
+    pub fn status(&self) -> u16 {
+        match self {
+            Self::BadRequest(_) => 400,
+            Self::UnknownInstance(_) => 404,
+            Self::Conflict(_) => 409,
+            Self::NotResumable | Self::Unavailable(_) => 503,
+            Self::Dispatcher(_) => 500,
+        }
+    }
+
+    pub fn code(&self) -> &'static str {
+        match self {
+            Self::BadRequest(_) => "invalid_dispatch",
+            Self::UnknownInstance(_) => "unknown_instance",
+            Self::Conflict(_) => "mission_conflict",
+            Self::NotResumable => "no_resumable_executor_available",
+            Self::Unavailable(_) => "unavailable",
+            Self::Dispatcher(_) => "dispatch_failed",
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            Self::BadRequest(m)
+            | Self::UnknownInstance(m)
+            | Self::Conflict(m)
+            | Self::Unavailable(m)
+            | Self::Dispatcher(m) => m.clone(),
+            Self::NotResumable => {
+                "long_running missions need a resumable executor; this one does not claim `resumable`"
+                    .into()
+            }
+        }
+    }
+}
+
+/// How many events `GET /api/v1/missions/{id}` returns.
+pub const RECENT_EVENTS: u32 = 50;
+
+/// At most one `mission.progress` a second while output flows.
+const PROGRESS_EVERY: Duration = Duration::from_secs(1);
+
+/// The mission service.
+pub struct Missions {
+    store: Store,
+    link: Arc<Link>,
+    runner: Arc<dyn ProcessRunner>,
+    resolve: Resolve,
+    /// Runs of live missions.
+    live: Mutex<HashMap<MissionId, RunId>>,
+    /// Missions an operator asked to abort.
+    aborting: Mutex<HashSet<MissionId>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn store_down(e: StoreError) -> DispatchError {
+    DispatchError::Unavailable(format!("the mission store is unavailable: {e}"))
+}
+
+impl Missions {
+    pub fn new(
+        store: Store,
+        link: Arc<Link>,
+        runner: Arc<dyn ProcessRunner>,
+        resolve: Resolve,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            store,
+            link,
+            runner,
+            resolve,
+            live: Mutex::new(HashMap::new()),
+            aborting: Mutex::new(HashSet::new()),
+        })
+    }
+
+    fn envelope(&self, id: &MissionId, event: &Event) -> Value {
+        event.envelope(self.link.executor_id(), Some(id), Timestamp::now())
+    }
+
+    /// Moves the mission and logs `event` with it, then wakes the link.
+    async fn transition(
+        &self,
+        id: &MissionId,
+        event: Event,
+        update: MissionUpdate,
+    ) -> Result<(), StoreError> {
+        let Some(to) = event.state() else {
+            return self.append(id, event).await;
+        };
+        let env = self.envelope(id, &event);
+        self.store
+            .transition_mission(id.clone(), to, update, (event.name().into(), env))
+            .await?;
+        self.link.events_appended();
+        Ok(())
+    }
+
+    /// Logs an event that changes no state, then wakes the link.
+    async fn append(&self, id: &MissionId, event: Event) -> Result<(), StoreError> {
+        let env = self.envelope(id, &event);
+        self.store
+            .append_mission_event(id.clone(), event.name().into(), env)
+            .await?;
+        self.link.events_appended();
+        Ok(())
+    }
+
+    /// Accepts a dispatch: records the mission, starts its run, answers.
+    pub async fn dispatch(
+        self: &Arc<Self>,
+        session: &str,
+        body: DispatchPayload,
+    ) -> Result<DispatchResponse, DispatchError> {
+        body.validate().map_err(DispatchError::BadRequest)?;
+        if body.long_running {
+            return Err(DispatchError::NotResumable);
+        }
+        let target = (self.resolve)(body.instance()).map_err(DispatchError::UnknownInstance)?;
+        let now = Timestamp::now();
+        let rec = MissionRecord {
+            id: body.mission_id.clone(),
+            session_id: session.to_owned(),
+            instance: target.instance.clone(),
+            objective: body.objective.clone(),
+            completion: body.completion.clone(),
+            long_running: body.long_running,
+            metadata: body.metadata.clone().map_or(json!({}), Value::Object),
+            state: MissionState::Assigned,
+            checkpoint_id: format!("ckpt-{}", uuid::Uuid::now_v7()),
+            run_dir: None,
+            shim: None,
+            exit_code: None,
+            error: None,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+        };
+        let answer = DispatchResponse {
+            mission_id: body.mission_id.to_string(),
+            executor_id: self.link.executor_id().to_owned(),
+            status: "assigned",
+            estimated_start: now.to_string(),
+        };
+        let assigned = self.envelope(
+            &rec.id,
+            &Event::Assigned {
+                estimated_start: now,
+            },
+        );
+        match self.store.dispatch_mission(rec.clone(), assigned).await {
+            Ok(Dispatched::Created(_)) => self.link.events_appended(),
+            Ok(Dispatched::Existing(old)) => {
+                // A retried dispatch: the same mission is not started again.
+                let same = old.objective == rec.objective
+                    && old.completion == rec.completion
+                    && old.instance == rec.instance
+                    && old.session_id == rec.session_id;
+                if !same {
+                    return Err(DispatchError::Conflict(format!(
+                        "mission {} was dispatched before with another body (it is {})",
+                        rec.id, old.state
+                    )));
+                }
+                return Ok(DispatchResponse {
+                    estimated_start: old.created_at.to_string(),
+                    ..answer
+                });
+            }
+            Err(e) => return Err(store_down(e)),
+        }
+        let metadata = rec.metadata.to_string();
+        let request = ProcessRequest {
+            argv: vec!["sh".into(), "-c".into(), body.objective.clone()],
+            cwd: target.cwd.clone(),
+            env: vec![
+                ("AIWG_MISSION_ID".into(), rec.id.to_string()),
+                ("AIWG_MISSION_COMPLETION".into(), body.completion.clone()),
+                ("AIWG_MISSION_SESSION_ID".into(), session.to_owned()),
+                ("AIWG_MISSION_METADATA".into(), metadata),
+            ],
+            timeout: target.timeout,
+            max_output: target.max_output,
+            actor: format!("aiwg:{session}"),
+            pty: false,
+            stdin: false,
+            isolation: target.isolation.clone(),
+        };
+        let started = match self.runner.start(request).await {
+            Ok(s) => s,
+            Err(outcome) => {
+                let error = outcome.describe();
+                let failed = Event::Failed {
+                    reason: "dispatch_failed".into(),
+                    error: Some(error.clone()),
+                    exit_code: None,
+                };
+                let update = MissionUpdate {
+                    error: Some(error.clone()),
+                    ..MissionUpdate::default()
+                };
+                self.transition(&rec.id, failed, update)
+                    .await
+                    .map_err(store_down)?;
+                return Err(DispatchError::Dispatcher(format!(
+                    "mission {} could not start: {error}",
+                    rec.id
+                )));
+            }
+        };
+        let run = started.run;
+        let started_event = Event::Started {
+            agent_runtime: "command".into(),
+            pty_session_id: Some(run.to_string()),
+        };
+        if let Err(e) = self
+            .transition(&rec.id, started_event, MissionUpdate::default())
+            .await
+        {
+            self.runner.stop(run);
+            return Err(store_down(e));
+        }
+        lock(&self.live).insert(rec.id.clone(), run);
+        let this = Arc::clone(self);
+        let id = rec.id.clone();
+        tokio::spawn(async move { this.watch(id, started.events).await });
+        Ok(answer)
+    }
+
+    /// Follows a mission's run: progress while output flows, then its end.
+    async fn watch(
+        self: Arc<Self>,
+        id: MissionId,
+        mut events: tokio::sync::mpsc::Receiver<ProcessEvent>,
+    ) {
+        let mut chunks: u64 = 0;
+        let mut last_line = String::new();
+        let mut last_sent: Option<Instant> = None;
+        let mut unsent = false;
+        let outcome = loop {
+            let next_due = last_sent.map(|t| t + PROGRESS_EVERY);
+            tokio::select! {
+                ev = events.recv() => match ev {
+                    Some(ProcessEvent::Output { data, .. }) => {
+                        chunks += 1;
+                        if let Some(line) = last_line_of(&data) {
+                            last_line = line;
+                        }
+                        if next_due.is_none_or(|due| Instant::now() >= due) {
+                            self.progress(&id, chunks, &last_line).await;
+                            last_sent = Some(Instant::now());
+                            unsent = false;
+                        } else {
+                            unsent = true;
+                        }
+                    }
+                    Some(ProcessEvent::Ended(outcome)) => break outcome,
+                    None => break Outcome::infrastructure(
+                        "run_lost",
+                        Some("the run service stopped reporting this run".into()),
+                    ),
+                },
+                () = sleep_until(next_due), if unsent => {
+                    self.progress(&id, chunks, &last_line).await;
+                    last_sent = Some(Instant::now());
+                    unsent = false;
+                }
+            }
+        };
+        // The contract wants at least one progress before the end.
+        if unsent || last_sent.is_none() {
+            self.progress(&id, chunks, &last_line).await;
+        }
+        lock(&self.live).remove(&id);
+        let aborted = lock(&self.aborting).remove(&id);
+        let (event, update) = ending(&outcome, aborted, &last_line);
+        if let Err(e) = self.transition(&id, event, update).await {
+            tracing::error!(mission = %id, error = %e, "cannot record how a mission ended");
+        }
+    }
+
+    async fn progress(&self, id: &MissionId, chunks: u64, last_line: &str) {
+        let event = Event::Progress {
+            phase: "execution".into(),
+            iteration: chunks,
+            summary: last_line.to_owned(),
+        };
+        if let Err(e) = self.append(id, event).await {
+            tracing::warn!(mission = %id, error = %e, "cannot record mission progress");
+        }
+    }
+
+    /// An operator's kill: the run is stopped and the mission ends
+    /// `aborted` once its processes are gone.
+    pub async fn abort(&self, id: MissionId) -> Result<MissionRecord, StoreError> {
+        let rec = self.store.mission(id.clone()).await?;
+        if rec.state.is_terminal() {
+            return Ok(rec);
+        }
+        let run = lock(&self.live).get(&id).copied();
+        if let Some(run) = run {
+            lock(&self.aborting).insert(id);
+            self.runner.stop(run);
+        }
+        Ok(rec)
+    }
+
+    /// `GET /api/v1/missions/{id}`: the contract's `MissionStatusResponse`.
+    pub async fn status(&self, id: MissionId) -> Result<Value, StoreError> {
+        let rec = self.store.mission(id.clone()).await?;
+        let events: Vec<Value> = self
+            .store
+            .recent_mission_events(id, RECENT_EVENTS)
+            .await?
+            .into_iter()
+            .map(|e| e.envelope)
+            .collect();
+        let mut v = json!({
+            "mission_id": rec.id.to_string(),
+            "executor_id": self.link.executor_id(),
+            "state": rec.state.as_str(),
+            "created_at": rec.created_at.to_string(),
+            "updated_at": rec.updated_at.to_string(),
+            "recent_events": events,
+        });
+        if let Some(t) = rec.completed_at {
+            v["completed_at"] = json!(t.to_string());
+        }
+        if let Some(c) = rec.exit_code {
+            v["exit_code"] = json!(c);
+        }
+        if let Some(e) = rec.error {
+            v["error"] = json!(e);
+        }
+        Ok(v)
+    }
+}
+
+async fn sleep_until(due: Option<Instant>) {
+    match due {
+        Some(d) => tokio::time::sleep_until(d).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The last non-empty line of a chunk, trimmed to 200 characters.
+fn last_line_of(data: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(data);
+    let line = text.lines().rev().map(str::trim).find(|l| !l.is_empty())?;
+    Some(line.chars().take(200).collect())
+}
+
+/// The terminal event for a run's outcome.
+fn ending(outcome: &Outcome, aborted: bool, last_line: &str) -> (Event, MissionUpdate) {
+    let summary = (!last_line.is_empty()).then(|| last_line.to_owned());
+    let failed = |reason: &str, exit_code: Option<i32>| {
+        let error = outcome.describe();
+        (
+            Event::Failed {
+                reason: reason.into(),
+                error: Some(error.clone()),
+                exit_code,
+            },
+            MissionUpdate {
+                exit_code,
+                error: Some(error),
+                ..MissionUpdate::default()
+            },
+        )
+    };
+    match outcome {
+        Outcome::Completed => (
+            Event::Completed {
+                exit_code: Some(0),
+                summary,
+            },
+            MissionUpdate {
+                exit_code: Some(0),
+                ..MissionUpdate::default()
+            },
+        ),
+        Outcome::Cancelled if aborted => (
+            Event::Aborted {
+                aborted_by: AbortedBy::Operator,
+                reason: "an operator killed the mission; its processes are gone".into(),
+            },
+            MissionUpdate::default(),
+        ),
+        Outcome::Failed(FailureKind::Application {
+            exit_code: Some(c), ..
+        }) => failed("non_zero_exit", Some(*c)),
+        Outcome::Failed(FailureKind::Application { .. }) => failed("signal", None),
+        Outcome::Failed(FailureKind::Infrastructure { reason, .. }) => failed(reason, None),
+        Outcome::TimedOut => failed("timeout", None),
+        Outcome::OutputLimit => failed("output_limit", None),
+        Outcome::Cancelled => failed("cancelled", None),
+    }
+}
