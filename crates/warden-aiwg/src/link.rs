@@ -75,7 +75,12 @@ pub struct Link {
     /// New events are in the log.
     outbox: Notify,
     http: reqwest::Client,
+    /// Where inbound events go (the mission service).
+    inbound: std::sync::OnceLock<InboundHandler>,
 }
+
+/// Receives what the orchestrator sends.
+pub type InboundHandler = Arc<dyn Fn(Inbound) + Send + Sync>;
 
 const BACKOFF_MIN: Duration = Duration::from_secs(1);
 const BACKOFF_MAX: Duration = Duration::from_secs(30);
@@ -106,7 +111,13 @@ impl Link {
                 .timeout(Duration::from_secs(15))
                 .build()
                 .unwrap_or_default(),
+            inbound: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets where inbound events go (once).
+    pub fn on_inbound(&self, handler: InboundHandler) {
+        let _ = self.inbound.set(handler);
     }
 
     pub fn status(&self) -> LinkStatus {
@@ -423,7 +434,10 @@ impl Link {
             Ok(Inbound::Other { event }) => {
                 tracing::debug!(%event, "inbound event ignored");
             }
-            Ok(other) => tracing::info!(?other, "inbound event"),
+            Ok(event) => match self.inbound.get() {
+                Some(handler) => handler(event),
+                None => tracing::warn!(?event, "inbound event with nobody to take it"),
+            },
             Err(why) => tracing::warn!(%why, "unreadable frame from aiwg serve"),
         }
     }

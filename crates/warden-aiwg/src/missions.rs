@@ -17,7 +17,8 @@ use warden_exec::runner::{ProcessRequest, ProcessRunner};
 use warden_store::{Dispatched, MissionRecord, MissionUpdate, Store, StoreError};
 
 use crate::link::Link;
-use crate::wire::{AbortedBy, DispatchPayload, DispatchResponse, Event};
+use crate::wire::{AbortedBy, DispatchPayload, DispatchResponse, Event, Inbound};
+use warden_core::{LastLine, PromptWatch};
 
 /// Where and how a mission's objective runs.
 #[derive(Debug, Clone)]
@@ -100,7 +101,12 @@ pub struct Missions {
     live: Mutex<HashMap<MissionId, RunId>>,
     /// Missions an operator asked to abort.
     aborting: Mutex<HashSet<MissionId>>,
+    /// The open prompt of each mission waiting for a human: its id.
+    prompts: Mutex<HashMap<MissionId, String>>,
 }
+
+/// The longest answer accepted (a terminal line holds 4095 bytes).
+pub const MAX_ANSWER: usize = 4095;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
@@ -124,7 +130,151 @@ impl Missions {
             resolve,
             live: Mutex::new(HashMap::new()),
             aborting: Mutex::new(HashSet::new()),
+            prompts: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// Routes the link's inbound events here.
+    pub fn listen(self: &Arc<Self>) {
+        let this = Arc::downgrade(self);
+        self.link.on_inbound(Arc::new(move |event| {
+            if let (
+                Some(this),
+                Inbound::HitlResponded {
+                    mission_id,
+                    hitl_id,
+                    text,
+                },
+            ) = (this.upgrade(), event)
+            {
+                tokio::spawn(async move {
+                    if let Err(why) = this.answer(mission_id.as_deref(), &hitl_id, &text).await {
+                        tracing::warn!(%hitl_id, %why, "an answer from aiwg serve was refused");
+                    }
+                });
+            }
+        }));
+    }
+
+    /// Answers the open prompt `hitl_id` (of `mission`, when named): the
+    /// text and a newline go to the run's terminal, the mission runs again.
+    pub async fn answer(
+        &self,
+        mission: Option<&str>,
+        hitl_id: &str,
+        text: &str,
+    ) -> Result<MissionId, String> {
+        if text.len() > MAX_ANSWER {
+            return Err(format!("the answer is longer than {MAX_ANSWER} bytes"));
+        }
+        if text.chars().any(char::is_control) {
+            return Err("the answer holds control characters".into());
+        }
+        // Claimed atomically: a second answer finds no prompt.
+        let (id, run) = {
+            let mut prompts = lock(&self.prompts);
+            let Some(id) = prompts
+                .iter()
+                .find(|(m, h)| h.as_str() == hitl_id && mission.is_none_or(|n| m.as_str() == n))
+                .map(|(m, _)| m.clone())
+            else {
+                return Err(format!("no open prompt {hitl_id}"));
+            };
+            let Some(run) = lock(&self.live).get(&id).copied() else {
+                return Err(format!("mission {id} has no live run"));
+            };
+            prompts.remove(&id);
+            (id, run)
+        };
+        self.runner
+            .write_stdin(run, format!("{text}\n").into_bytes())
+            .await
+            .map_err(|e| format!("writing the answer to mission {id}: {e}"))?;
+        let event = Event::Progress {
+            phase: "execution".into(),
+            iteration: 0,
+            summary: format!("answered prompt {hitl_id}"),
+        };
+        let env = self.envelope(&id, &event);
+        self.store
+            .transition_mission(
+                id.clone(),
+                MissionState::Running,
+                MissionUpdate::default(),
+                (event.name().into(), env),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        self.link.events_appended();
+        Ok(id)
+    }
+
+    /// A prompt appeared in the output: offered as `mission.hitl_required`
+    /// (a new id for each new prompt), the mission waits for a human.
+    async fn raise(&self, id: &MissionId, prompt: String, context: &str) {
+        let hitl_id = format!("hitl-{}", uuid::Uuid::now_v7());
+        let event = Event::HitlRequired {
+            hitl_id: hitl_id.clone(),
+            prompt,
+            context: (!context.is_empty()).then(|| context.to_owned()),
+            expires_at: None,
+        };
+        let env = self.envelope(id, &event);
+        let to = match self.store.mission(id.clone()).await {
+            Ok(rec) if rec.state == MissionState::HitlRequired => None,
+            _ => Some(MissionState::HitlRequired),
+        };
+        let saved = match to {
+            Some(to) => {
+                self.store
+                    .transition_mission(
+                        id.clone(),
+                        to,
+                        MissionUpdate::default(),
+                        (event.name().into(), env),
+                    )
+                    .await
+            }
+            None => {
+                self.store
+                    .append_mission_event(id.clone(), event.name().into(), env)
+                    .await
+            }
+        };
+        match saved {
+            Ok(_) => {
+                lock(&self.prompts).insert(id.clone(), hitl_id);
+                self.link.events_appended();
+            }
+            Err(e) => tracing::warn!(mission = %id, error = %e, "cannot record a prompt"),
+        }
+    }
+
+    /// More output after a prompt: nobody answered it, it is no longer
+    /// what the program waits for.
+    async fn withdraw(&self, id: &MissionId, chunks: u64, last_line: &str) {
+        if lock(&self.prompts).remove(id).is_none() {
+            return;
+        }
+        let event = Event::Progress {
+            phase: "execution".into(),
+            iteration: chunks,
+            summary: last_line.to_owned(),
+        };
+        let env = self.envelope(id, &event);
+        match self
+            .store
+            .transition_mission(
+                id.clone(),
+                MissionState::Running,
+                MissionUpdate::default(),
+                (event.name().into(), env),
+            )
+            .await
+        {
+            Ok(_) => self.link.events_appended(),
+            Err(e) => tracing::warn!(mission = %id, error = %e, "cannot record a withdrawn prompt"),
+        }
     }
 
     fn envelope(&self, id: &MissionId, event: &Event) -> Value {
@@ -235,8 +385,10 @@ impl Missions {
             timeout: target.timeout,
             max_output: target.max_output,
             actor: format!("aiwg:{session}"),
-            pty: false,
-            stdin: false,
+            // On a terminal with stdin held: prompts are detected and
+            // answered there.
+            pty: true,
+            stdin: true,
             isolation: target.isolation.clone(),
         };
         let started = match self.runner.start(request).await {
@@ -288,6 +440,9 @@ impl Missions {
     ) {
         let mut chunks: u64 = 0;
         let mut last_line = String::new();
+        let mut watch = PromptWatch::default();
+        // The prompt text last offered, so a repeat is not a new prompt.
+        let mut offered: Option<String> = None;
         let mut last_sent: Option<Instant> = None;
         let mut unsent = false;
         let outcome = loop {
@@ -298,6 +453,21 @@ impl Missions {
                         chunks += 1;
                         if let Some(line) = last_line_of(&data) {
                             last_line = line;
+                        }
+                        match watch.push(&data) {
+                            LastLine::Prompt(p) => {
+                                if offered.as_ref() != Some(&p) {
+                                    offered = Some(p.clone());
+                                    self.raise(&id, p, &last_line).await;
+                                }
+                            }
+                            LastLine::Output => {
+                                offered = None;
+                                self.withdraw(&id, chunks, &last_line).await;
+                            }
+                            LastLine::Restricted(p) => {
+                                tracing::info!(mission = %id, prompt = %p, "a prompt for a secret is not offered");
+                            }
                         }
                         if next_due.is_none_or(|due| Instant::now() >= due) {
                             self.progress(&id, chunks, &last_line).await;
@@ -325,6 +495,7 @@ impl Missions {
             self.progress(&id, chunks, &last_line).await;
         }
         lock(&self.live).remove(&id);
+        lock(&self.prompts).remove(&id);
         let aborted = lock(&self.aborting).remove(&id);
         let (event, update) = ending(&outcome, aborted, &last_line);
         if let Err(e) = self.transition(&id, event, update).await {

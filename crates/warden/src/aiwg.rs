@@ -102,11 +102,14 @@ pub fn start(
         capabilities: Arc::new(move || {
             let mut caps = tiers.capabilities();
             caps.extend(platform());
+            // Prompts in a mission's output round-trip (mission.hitl_*).
+            caps.push("hitl".to_owned());
             caps
         }),
     };
     let link = Link::new(link_config, store.clone());
     tokio::spawn(Arc::clone(&link).run(shutdown));
     let missions = Missions::new(store.clone(), Arc::clone(&link), runner, resolver(config));
+    missions.listen();
     Ok(Some(Aiwg { link, missions }))
 }

@@ -66,8 +66,9 @@ async fn registers_on_both_routes_and_resyncs_first_on_every_connection() {
         .map(|c| c.as_str().unwrap())
         .collect();
     assert!(caps.contains(&"isolation:host"), "{caps:?}");
+    assert!(caps.contains(&"hitl"), "{caps:?}");
     // Nothing is claimed that is not built or proven yet.
-    for unproven in ["resumable", "hitl", "isolation:vm", "isolation:container"] {
+    for unproven in ["resumable", "isolation:vm", "isolation:container"] {
         assert!(!caps.contains(&unproven), "{caps:?}");
     }
     let sandbox = peer.sandbox_registrations();
@@ -459,5 +460,50 @@ async fn events_of_an_outage_arrive_in_order_after_reconnecting() {
     // Resync came first on that connection.
     let second: Vec<&Received> = frames.iter().filter(|r| r.connection == 2).collect();
     assert_eq!(second[0].frame["event"], "executor.resync");
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_prompt_is_offered_and_the_orchestrator_s_answer_reaches_the_program() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, exec) = connected(dir.path(), &peer).await;
+    let objective = "printf 'Proceed? [y/N] '; read a; echo \"got $a\"";
+    let (code, _) = peer
+        .dispatch(&server.base, &exec, "s", dispatch_body("m-ask", objective))
+        .await;
+    assert_eq!(code, 202);
+    let frames = peer
+        .wait_for(WAIT, "the prompt", |f| {
+            lifecycle(f, "m-ask").contains(&"mission.hitl_required".to_owned())
+        })
+        .await;
+    let asked = mission_events(&frames, "m-ask")
+        .into_iter()
+        .find(|(_, e, _)| e == "mission.hitl_required")
+        .unwrap()
+        .2;
+    assert_eq!(asked["prompt"], "Proceed? [y/N]");
+    let hitl_id = asked["hitl_id"].as_str().unwrap().to_owned();
+    let (_, st) = peer.mission_status(&server.base, "", "m-ask").await;
+    assert_eq!(st["state"], "hitl-required");
+
+    let answer = |hitl: &str, field: &str, text: &str| {
+        serde_json::json!({
+            "event": "mission.hitl_responded", "executor_id": exec, "mission_id": "m-ask",
+            "ts": "2026-11-30T07:00:00.000Z", "data": {"hitl_id": hitl, field: text}
+        })
+    };
+    // An answer to another prompt goes nowhere; the real one (in the
+    // seed's `text` field) reaches the program.
+    peer.send(answer("hitl-unknown", "response", "n")).unwrap();
+    peer.send(answer(&hitl_id, "text", "y")).unwrap();
+    let frames = peer
+        .wait_for(WAIT, "m-ask to end", |f| ended(f, "m-ask"))
+        .await;
+    let events = mission_events(&frames, "m-ask");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.completed", "{events:?}");
+    assert_eq!(data["summary"], "got y");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
