@@ -115,6 +115,25 @@ impl Link {
         })
     }
 
+    /// Deregisters (`DELETE /api/v1/executors/{id}` with the token), as the
+    /// contract asks on a clean shutdown. Errors are logged: the process is
+    /// ending either way.
+    pub async fn deregister(&self) {
+        let Some(token) = lock(&self.token).clone() else {
+            return;
+        };
+        let url = format!(
+            "{}/api/v1/executors/{}",
+            self.config.endpoint.trim_end_matches('/'),
+            self.config.executor_id
+        );
+        match self.http.delete(url).bearer_auth(token).send().await {
+            Ok(r) if r.status().is_success() => tracing::info!("deregistered from aiwg serve"),
+            Ok(r) => tracing::warn!(status = %r.status(), "deregistration refused"),
+            Err(e) => tracing::warn!(error = %self.redact(&e.to_string()), "deregistration failed"),
+        }
+    }
+
     /// Sets where inbound events go (once).
     pub fn on_inbound(&self, handler: InboundHandler) {
         let _ = self.inbound.set(handler);
@@ -338,7 +357,8 @@ impl Link {
         });
         tracing::info!("executor WebSocket open");
         let ended = self.serve(&mut ws, shutdown).await;
-        let _ = ws.close(None).await;
+        // The close handshake waits for the peer's answer: not forever.
+        let _ = tokio::time::timeout(Duration::from_secs(2), ws.close(None)).await;
         self.set(|s| {
             s.connected = false;
             if let Err(why) = &ended {

@@ -103,6 +103,8 @@ pub struct Missions {
     aborting: Mutex<HashSet<MissionId>>,
     /// The open prompt of each mission waiting for a human: its id.
     prompts: Mutex<HashMap<MissionId, String>>,
+    /// Signalled whenever a mission's end is recorded.
+    ended: tokio::sync::Notify,
 }
 
 /// The longest answer accepted (a terminal line holds 4095 bytes).
@@ -131,7 +133,22 @@ impl Missions {
             live: Mutex::new(HashMap::new()),
             aborting: Mutex::new(HashSet::new()),
             prompts: Mutex::new(HashMap::new()),
+            ended: tokio::sync::Notify::new(),
         })
+    }
+
+    /// Waits (at most `limit`) until every mission's end is recorded; how
+    /// many are still live when it returns.
+    pub async fn settle(&self, limit: Duration) -> usize {
+        let deadline = Instant::now() + limit;
+        loop {
+            let wait = self.ended.notified();
+            let live = lock(&self.live).len();
+            if live == 0 || Instant::now() >= deadline {
+                return live;
+            }
+            let _ = tokio::time::timeout_at(deadline, wait).await;
+        }
     }
 
     /// Routes the link's inbound events here.
@@ -494,13 +511,14 @@ impl Missions {
         if unsent || last_sent.is_none() {
             self.progress(&id, chunks, &last_line).await;
         }
-        lock(&self.live).remove(&id);
         lock(&self.prompts).remove(&id);
         let aborted = lock(&self.aborting).remove(&id);
         let (event, update) = ending(&outcome, aborted, &last_line);
         if let Err(e) = self.transition(&id, event, update).await {
             tracing::error!(mission = %id, error = %e, "cannot record how a mission ended");
         }
+        lock(&self.live).remove(&id);
+        self.ended.notify_waiters();
     }
 
     async fn progress(&self, id: &MissionId, chunks: u64, last_line: &str) {

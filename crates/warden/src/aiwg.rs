@@ -30,6 +30,29 @@ fn platform() -> Option<String> {
 pub struct Aiwg {
     pub link: Arc<Link>,
     pub missions: Arc<Missions>,
+    /// Stops the link once the missions' last events are logged.
+    stop: CancellationToken,
+    task: tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Aiwg {
+    /// The clean end, after the runs were stopped: every mission's end is
+    /// logged, the outbox is delivered over the open WebSocket, then the
+    /// executor deregisters.
+    pub async fn shut_down(&self) {
+        let left = self
+            .missions
+            .settle(std::time::Duration::from_secs(5))
+            .await;
+        if left > 0 {
+            tracing::warn!(missions = left, "missions still live at shutdown");
+        }
+        self.stop.cancel();
+        if let Some(task) = self.task.lock().await.take() {
+            let _ = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+        }
+        self.link.deregister().await;
+    }
 }
 
 /// Where a dispatch's objective runs: the named instance (the seed's
@@ -68,7 +91,6 @@ pub fn start(
     tiers: &Arc<Tiers>,
     runner: Arc<dyn ProcessRunner>,
     listening: SocketAddr,
-    shutdown: CancellationToken,
 ) -> anyhow::Result<Option<Aiwg>> {
     let Some(endpoint) = std::env::var("AIWG_SERVE_ENDPOINT")
         .ok()
@@ -108,8 +130,16 @@ pub fn start(
         }),
     };
     let link = Link::new(link_config, store.clone());
-    tokio::spawn(Arc::clone(&link).run(shutdown));
+    // Not the server's shutdown token: the link outlives the runs, to
+    // deliver how the missions ended.
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(Arc::clone(&link).run(stop.clone()));
     let missions = Missions::new(store.clone(), Arc::clone(&link), runner, resolver(config));
     missions.listen();
-    Ok(Some(Aiwg { link, missions }))
+    Ok(Some(Aiwg {
+        link,
+        missions,
+        stop,
+        task: tokio::sync::Mutex::new(Some(task)),
+    }))
 }

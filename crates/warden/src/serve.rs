@@ -69,15 +69,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
             runs: Arc::clone(&runs),
             tiers: Arc::clone(&tiers),
         });
-    let aiwg = crate::aiwg::start(
-        &home,
-        &config,
-        &store,
-        &tiers,
-        runner,
-        addr,
-        shutdown.clone(),
-    )?;
+    let aiwg = crate::aiwg::start(&home, &config, &store, &tiers, runner, addr)?.map(Arc::new);
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),
@@ -88,7 +80,7 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         engine: engine.clone(),
         bus: bus.clone(),
         tiers: Arc::clone(&tiers),
-        aiwg: aiwg.map(Arc::new),
+        aiwg: aiwg.clone(),
     };
     let interrupted = engine.settle_interrupted().await?;
     if interrupted > 0 {
@@ -149,6 +141,9 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
     let server = tokio::spawn(async move { served.await });
     shutdown.cancelled().await;
     runs.shutdown().await;
+    if let Some(aiwg) = &aiwg {
+        aiwg.shut_down().await;
+    }
     let limit = runs.grace() + std::time::Duration::from_secs(5);
     match tokio::time::timeout(limit, server).await {
         Ok(Ok(Ok(()))) => {}

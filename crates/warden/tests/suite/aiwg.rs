@@ -507,3 +507,47 @@ async fn a_prompt_is_offered_and_the_orchestrator_s_answer_reaches_the_program()
     assert_eq!(data["summary"], "got y");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_clean_shutdown_delivers_the_last_events_then_deregisters() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, exec) = connected(dir.path(), &peer).await;
+    peer.dispatch(
+        &server.base,
+        &exec,
+        "s",
+        dispatch_body("m-long", "sleep 30"),
+    )
+    .await;
+    peer.wait_for(WAIT, "m-long to start", |f| {
+        lifecycle(f, "m-long").contains(&"mission.started".to_owned())
+    })
+    .await;
+    let pid = server.pid();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Waited for without blocking: the peer serves on this test's runtime.
+    let deadline = std::time::Instant::now() + WAIT;
+    let status = loop {
+        if let Some(status) = server.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(std::time::Instant::now() < deadline, "warden did not stop");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    };
+    assert!(status.success(), "{status:?}");
+    // Its run was stopped with the server (missions do not outlive it yet):
+    // that end was delivered before the executor deregistered.
+    let events = mission_events(&peer.received(), "m-long");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.failed", "{events:?}");
+    assert_eq!(data["reason"], "server_shutdown");
+    assert_eq!(peer.deregistrations(), [exec]);
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
