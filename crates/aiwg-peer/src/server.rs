@@ -41,6 +41,8 @@ struct Inner {
     open: Option<mpsc::UnboundedSender<Message>>,
     /// Answer executor registration with this status instead (e.g. 404).
     refuse_registration: Option<u16>,
+    /// Missions whose terminal event arrived: the event and when.
+    ended: HashMap<String, (String, Instant)>,
 }
 
 struct Shared {
@@ -172,6 +174,26 @@ impl Peer {
                     "aiwg-peer: {what} did not happen within {limit:?}; received: {:#?}",
                     inner.received
                 );
+            }
+        }
+    }
+
+    /// How many missions have ended (a terminal event arrived).
+    pub fn ended_count(&self) -> usize {
+        self.shared.lock().ended.len()
+    }
+
+    /// Waits for `mission`'s terminal event; its name and when it arrived.
+    pub async fn wait_ended(&self, mission: &str, limit: Duration) -> Option<(String, Instant)> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let notified = self.shared.changed.notified();
+            if let Some(e) = self.shared.lock().ended.get(mission) {
+                return Some(e.clone());
+            }
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || tokio::time::timeout(left, notified).await.is_err() {
+                return self.shared.lock().ended.get(mission).cloned();
             }
         }
     }
@@ -399,6 +421,15 @@ async fn serve_socket(s: Arc<Shared>, executor_id: String, socket: WebSocket) {
             ));
         }
         first = false;
+        if matches!(
+            event.as_str(),
+            "mission.completed" | "mission.failed" | "mission.aborted"
+        ) && let Some(id) = frame["mission_id"].as_str()
+        {
+            inner
+                .ended
+                .insert(id.to_owned(), (event.clone(), Instant::now()));
+        }
         inner.received.push(Received { connection, frame });
         drop(inner);
         s.changed.notify_waiters();

@@ -13,6 +13,7 @@ use clap::{Parser, Subcommand};
 mod a2a;
 mod adapter;
 mod bus;
+mod missions;
 mod spawn;
 mod store;
 
@@ -64,6 +65,13 @@ enum Bench {
         #[arg(long, default_value_t = 5.0)]
         seconds: f64,
     },
+    /// AIWG missions: dispatch → mission.completed through aiwg-peer, vs `sh -c true`.
+    Missions {
+        #[arg(long, default_value_t = 1000)]
+        missions: usize,
+        #[arg(long, default_value_t = 8)]
+        concurrency: usize,
+    },
     /// spawn and store, with their default sizes.
     All,
 }
@@ -114,6 +122,10 @@ fn main() -> anyhow::Result<()> {
             tier: spawn::Tier::Confined,
         } => rt.block_on(spawn::confined(runs)),
         Bench::Store { changes, writers } => rt.block_on(store::run(changes, writers)),
+        Bench::Missions {
+            missions,
+            concurrency,
+        } => rt.block_on(missions::run(missions, concurrency)),
         Bench::All => {
             rt.block_on(spawn::run(2000))?;
             println!();

@@ -1,0 +1,154 @@
+//! `missions`: AIWG executor-contract missions end to end. The conformance
+//! peer (`aiwg-peer`, the orchestrator side, in this process) dispatches
+//! short missions (`true`) to a release `warden serve`; each is timed from
+//! the dispatch request to its `mission.completed` arriving on the peer's
+//! WebSocket. The baseline is the same command spawned and waited for
+//! directly (`sh -c true`), in the same run.
+
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use serde_json::json;
+
+use crate::percentile;
+
+/// Runs the benchmark: `missions` dispatches, `concurrency` at a time.
+pub async fn run(missions: usize, concurrency: usize) -> anyhow::Result<()> {
+    let peer = Arc::new(aiwg_peer::Peer::start().await?);
+    let bin = std::env::current_exe()?.with_file_name("warden");
+    if !bin.is_file() {
+        bail!(
+            "{} not found: cargo build --release -p warden -p warden-bench",
+            bin.display()
+        );
+    }
+    let dir = match std::env::var_os("WARDEN_BENCH_DIR") {
+        Some(d) => tempfile::tempdir_in(d)?,
+        None => tempfile::tempdir()?,
+    };
+    let mut child = tokio::process::Command::new(&bin)
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .env("WARDEN_HOME", dir.path().join("home"))
+        .env("WARDEN_LOG", "warn")
+        .env("AIWG_SERVE_ENDPOINT", peer.base())
+        .current_dir(dir.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting warden serve")?;
+    let stdout = child.stdout.take().context("warden's stdout")?;
+    let mut lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    let line = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .context("warden did not start in 30 s")??
+        .context("warden exited")?;
+    let base = line
+        .strip_prefix("warden listening on ")
+        .context("unexpected first line")?
+        .to_owned();
+    peer.wait_for(Duration::from_secs(30), "warden's first resync", |f| {
+        f.iter().any(|r| r.frame["event"] == "executor.resync")
+    })
+    .await;
+    let exec = std::fs::read_to_string(dir.path().join("home/identity"))?
+        .trim()
+        .to_owned();
+
+    // Warm up, then measure.
+    let _ = dispatch_all(&peer, &base, &exec, "warm", 20, concurrency).await?;
+    let started = Instant::now();
+    let mut lat = dispatch_all(&peer, &base, &exec, "m", missions, concurrency).await?;
+    let wall = started.elapsed();
+    lat.sort();
+
+    let mut raw: Vec<Duration> = (0..200)
+        .map(|_| {
+            let t = Instant::now();
+            let _ = Command::new("sh").args(["-c", "true"]).status();
+            t.elapsed()
+        })
+        .collect();
+    raw.sort();
+
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    let (p50, p90, p99) = (
+        percentile(&lat, 50.0),
+        percentile(&lat, 90.0),
+        percentile(&lat, 99.0),
+    );
+    println!(
+        "missions: {missions} dispatches of `true`, {concurrency} at a time, to warden serve (release) from aiwg-peer"
+    );
+    println!(
+        "  dispatch → mission.completed  p50 {:.2} ms  p90 {:.2} ms  p99 {:.2} ms",
+        ms(p50),
+        ms(p90),
+        ms(p99)
+    );
+    println!(
+        "  throughput {:.0} missions/s ({} in {:.2} s)",
+        missions as f64 / wall.as_secs_f64(),
+        missions,
+        wall.as_secs_f64()
+    );
+    let raw50 = percentile(&raw, 50.0);
+    println!(
+        "  baseline `sh -c true` spawn+wait p50 {:.2} ms; ratio mission p50 / baseline = {:.1}x",
+        ms(raw50),
+        p50.as_secs_f64() / raw50.as_secs_f64()
+    );
+    let violations = peer.violations();
+    if !violations.is_empty() {
+        bail!(
+            "the peer saw {} contract violations, first: {}",
+            violations.len(),
+            violations[0]
+        );
+    }
+    println!("  contract violations seen by the peer: 0");
+    let _ = child.kill().await;
+    Ok(())
+}
+
+/// Dispatches `n` missions, at most `concurrency` in flight; the latency of
+/// each, dispatch to `mission.completed`.
+async fn dispatch_all(
+    peer: &Arc<aiwg_peer::Peer>,
+    base: &str,
+    exec: &str,
+    prefix: &str,
+    n: usize,
+    concurrency: usize,
+) -> anyhow::Result<Vec<Duration>> {
+    let gate = Arc::new(tokio::sync::Semaphore::new(concurrency.max(1)));
+    let mut tasks = Vec::with_capacity(n);
+    for i in 0..n {
+        let permit = Arc::clone(&gate).acquire_owned().await?;
+        let (peer, base, exec) = (Arc::clone(peer), base.to_owned(), exec.to_owned());
+        let id = format!("{prefix}-{i}");
+        tasks.push(tokio::spawn(async move {
+            let body = json!({"mission_id": id, "objective": "true", "completion": "exit 0"});
+            let t = Instant::now();
+            let (code, answer) = peer.dispatch(&base, &exec, "bench", body).await;
+            if code != 202 {
+                drop(permit);
+                return Err(anyhow::anyhow!("dispatch {id}: {code} {answer}"));
+            }
+            let ended = peer.wait_ended(&id, Duration::from_secs(60)).await;
+            drop(permit);
+            match ended {
+                Some((event, at)) if event == "mission.completed" => Ok(at - t),
+                Some((event, _)) => Err(anyhow::anyhow!("{id} ended with {event}")),
+                None => Err(anyhow::anyhow!("{id} did not end within 60 s")),
+            }
+        }));
+    }
+    let mut lat = Vec::with_capacity(n);
+    for t in tasks {
+        lat.push(t.await??);
+    }
+    Ok(lat)
+}
