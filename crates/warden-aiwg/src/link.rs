@@ -77,7 +77,17 @@ pub struct Link {
     http: reqwest::Client,
     /// Where inbound events go (the mission service).
     inbound: std::sync::OnceLock<InboundHandler>,
+    /// What each new connection sends after the resync and the backlog.
+    connect: std::sync::OnceLock<ConnectHook>,
 }
+
+/// Produces the connection-scoped events of a new connection
+/// (`mission.reconnected`, `mission.resumed`), already logged.
+pub type ConnectHook = Arc<
+    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<serde_json::Value>> + Send>>
+        + Send
+        + Sync,
+>;
 
 /// Receives what the orchestrator sends.
 pub type InboundHandler = Arc<dyn Fn(Inbound) + Send + Sync>;
@@ -112,7 +122,13 @@ impl Link {
                 .build()
                 .unwrap_or_default(),
             inbound: std::sync::OnceLock::new(),
+            connect: std::sync::OnceLock::new(),
         })
+    }
+
+    /// Sets what each new connection sends after the resync (once).
+    pub fn on_connect(&self, hook: ConnectHook) {
+        let _ = self.connect.set(hook);
     }
 
     /// Deregisters (`DELETE /api/v1/executors/{id}` with the token), as the
@@ -400,6 +416,11 @@ impl Link {
             .map_err(|e| format!("logging executor.resync: {e}"))?;
         send(ws, &resync).await?;
         self.drain(ws).await?;
+        if let Some(hook) = self.connect.get() {
+            for event in hook().await {
+                send(ws, &event).await?;
+            }
+        }
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.tick().await;
         loop {

@@ -5,15 +5,16 @@
 //! event that reports it; the link is told to deliver after every append.
 
 use std::collections::{HashMap, HashSet};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
 use warden_core::confine::Isolation;
-use warden_core::{FailureKind, MissionId, MissionState, Outcome, ProcessEvent, RunId, Timestamp};
-use warden_exec::runner::{ProcessRequest, ProcessRunner};
+use warden_core::{FailureKind, MissionId, MissionState, Outcome, Timestamp};
+use warden_exec::shim::{DirWatch, Launch, Launched, ShimFiles, ShimLauncher, ShimStatus};
 use warden_store::{Dispatched, MissionRecord, MissionUpdate, Store, StoreError};
 
 use crate::link::Link;
@@ -28,6 +29,9 @@ pub struct MissionTarget {
     pub isolation: Isolation,
     pub timeout: Duration,
     pub max_output: u64,
+    /// Why the instance's tier cannot run work now (e.g. the confined tier
+    /// is not certified): the dispatch is refused with 503.
+    pub refusal: Option<String>,
 }
 
 /// Finds the instance a dispatch names (`None`: the default one); the error
@@ -39,8 +43,6 @@ pub type Resolve = Arc<dyn Fn(Option<&str>) -> Result<MissionTarget, String> + S
 pub enum DispatchError {
     BadRequest(String),
     UnknownInstance(String),
-    /// `long_running` needs a resumable executor, which this is not (yet).
-    NotResumable,
     /// The same `mission_id` with another body.
     Conflict(String),
     Unavailable(String),
@@ -54,7 +56,7 @@ impl DispatchError {
             Self::BadRequest(_) => 400,
             Self::UnknownInstance(_) => 404,
             Self::Conflict(_) => 409,
-            Self::NotResumable | Self::Unavailable(_) => 503,
+            Self::Unavailable(_) => 503,
             Self::Dispatcher(_) => 500,
         }
     }
@@ -64,7 +66,6 @@ impl DispatchError {
             Self::BadRequest(_) => "invalid_dispatch",
             Self::UnknownInstance(_) => "unknown_instance",
             Self::Conflict(_) => "mission_conflict",
-            Self::NotResumable => "no_resumable_executor_available",
             Self::Unavailable(_) => "unavailable",
             Self::Dispatcher(_) => "dispatch_failed",
         }
@@ -77,10 +78,6 @@ impl DispatchError {
             | Self::Conflict(m)
             | Self::Unavailable(m)
             | Self::Dispatcher(m) => m.clone(),
-            Self::NotResumable => {
-                "long_running missions need a resumable executor; this one does not claim `resumable`"
-                    .into()
-            }
         }
     }
 }
@@ -95,16 +92,18 @@ const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 pub struct Missions {
     store: Store,
     link: Arc<Link>,
-    runner: Arc<dyn ProcessRunner>,
+    launcher: ShimLauncher,
+    /// Where the missions' run directories are (`WARDEN_HOME/missions`).
+    runs_dir: PathBuf,
     resolve: Resolve,
-    /// Runs of live missions.
-    live: Mutex<HashMap<MissionId, RunId>>,
+    /// The shims of missions being watched.
+    live: Mutex<HashMap<MissionId, (Launched, PathBuf)>>,
+    /// Stops the watchers when the server goes down (the shims go on).
+    stop: CancellationToken,
     /// Missions an operator asked to abort.
     aborting: Mutex<HashSet<MissionId>>,
     /// The open prompt of each mission waiting for a human: its id.
     prompts: Mutex<HashMap<MissionId, String>>,
-    /// Signalled whenever a mission's end is recorded.
-    ended: tokio::sync::Notify,
 }
 
 /// The longest answer accepted (a terminal line holds 4095 bytes).
@@ -122,37 +121,39 @@ impl Missions {
     pub fn new(
         store: Store,
         link: Arc<Link>,
-        runner: Arc<dyn ProcessRunner>,
+        launcher: ShimLauncher,
+        runs_dir: PathBuf,
         resolve: Resolve,
     ) -> Arc<Self> {
         Arc::new(Self {
             store,
             link,
-            runner,
+            launcher,
+            runs_dir,
             resolve,
+            stop: CancellationToken::new(),
             live: Mutex::new(HashMap::new()),
             aborting: Mutex::new(HashSet::new()),
             prompts: Mutex::new(HashMap::new()),
-            ended: tokio::sync::Notify::new(),
         })
     }
 
-    /// Waits (at most `limit`) until every mission's end is recorded; how
-    /// many are still live when it returns.
-    pub async fn settle(&self, limit: Duration) -> usize {
-        let deadline = Instant::now() + limit;
-        loop {
-            let wait = self.ended.notified();
-            let live = lock(&self.live).len();
-            if live == 0 || Instant::now() >= deadline {
-                return live;
-            }
-            let _ = tokio::time::timeout_at(deadline, wait).await;
-        }
-    }
-
-    /// Routes the link's inbound events here.
+    /// Routes the link's inbound events here, and has each new connection
+    /// resume the suspended missions.
     pub fn listen(self: &Arc<Self>) {
+        let resumer = Arc::downgrade(self);
+        self.link.on_connect(Arc::new(move || {
+            let this = resumer.upgrade();
+            Box::pin(async move {
+                match this {
+                    Some(this) => this.resume_suspended().await.unwrap_or_else(|e| {
+                        tracing::error!(error = %e, "cannot resume suspended missions");
+                        Vec::new()
+                    }),
+                    None => Vec::new(),
+                }
+            })
+        }));
         let this = Arc::downgrade(self);
         self.link.on_inbound(Arc::new(move |event| {
             if let (
@@ -188,7 +189,7 @@ impl Missions {
             return Err("the answer holds control characters".into());
         }
         // Claimed atomically: a second answer finds no prompt.
-        let (id, run) = {
+        let (id, dir) = {
             let mut prompts = lock(&self.prompts);
             let Some(id) = prompts
                 .iter()
@@ -197,15 +198,13 @@ impl Missions {
             else {
                 return Err(format!("no open prompt {hitl_id}"));
             };
-            let Some(run) = lock(&self.live).get(&id).copied() else {
+            let Some(dir) = lock(&self.live).get(&id).map(|(_, d)| d.clone()) else {
                 return Err(format!("mission {id} has no live run"));
             };
             prompts.remove(&id);
-            (id, run)
+            (id, dir)
         };
-        self.runner
-            .write_stdin(run, format!("{text}\n").into_bytes())
-            .await
+        warden_exec::shim::write_stdin(&dir, format!("{text}\n").as_bytes())
             .map_err(|e| format!("writing the answer to mission {id}: {e}"))?;
         let event = Event::Progress {
             phase: "execution".into(),
@@ -333,10 +332,10 @@ impl Missions {
         body: DispatchPayload,
     ) -> Result<DispatchResponse, DispatchError> {
         body.validate().map_err(DispatchError::BadRequest)?;
-        if body.long_running {
-            return Err(DispatchError::NotResumable);
-        }
         let target = (self.resolve)(body.instance()).map_err(DispatchError::UnknownInstance)?;
+        if let Some(why) = &target.refusal {
+            return Err(DispatchError::Unavailable(why.clone()));
+        }
         let now = Timestamp::now();
         let rec = MissionRecord {
             id: body.mission_id.clone(),
@@ -390,28 +389,39 @@ impl Missions {
             Err(e) => return Err(store_down(e)),
         }
         let metadata = rec.metadata.to_string();
-        let request = ProcessRequest {
-            argv: vec!["sh".into(), "-c".into(), body.objective.clone()],
-            cwd: target.cwd.clone(),
-            env: vec![
-                ("AIWG_MISSION_ID".into(), rec.id.to_string()),
-                ("AIWG_MISSION_COMPLETION".into(), body.completion.clone()),
-                ("AIWG_MISSION_SESSION_ID".into(), session.to_owned()),
-                ("AIWG_MISSION_METADATA".into(), metadata),
-            ],
-            timeout: target.timeout,
-            max_output: target.max_output,
-            actor: format!("aiwg:{session}"),
-            // On a terminal with stdin held: prompts are detected and
-            // answered there.
-            pty: true,
-            stdin: true,
-            isolation: target.isolation.clone(),
+        let env = vec![
+            ("AIWG_MISSION_ID".to_owned(), rec.id.to_string()),
+            (
+                "AIWG_MISSION_COMPLETION".to_owned(),
+                body.completion.clone(),
+            ),
+            ("AIWG_MISSION_SESSION_ID".to_owned(), session.to_owned()),
+            ("AIWG_MISSION_METADATA".to_owned(), metadata),
+        ];
+        let argv = vec!["sh".to_owned(), "-c".to_owned(), body.objective.clone()];
+        // Named by the checkpoint id: mission ids are the orchestrator's
+        // and may hold any character.
+        let dir = self.runs_dir.join(&rec.checkpoint_id);
+        let policy = match &target.isolation {
+            Isolation::Confined(p) => Some(p),
+            _ => None,
         };
-        let started = match self.runner.start(request).await {
-            Ok(s) => s,
-            Err(outcome) => {
-                let error = outcome.describe();
+        let launched = self
+            .launcher
+            .launch(&Launch {
+                dir: &dir,
+                argv: &argv,
+                cwd: &target.cwd,
+                env: &env,
+                timeout: target.timeout,
+                confine: policy,
+                marker: &format!("mission-{}", rec.checkpoint_id),
+            })
+            .await;
+        let launched = match launched {
+            Ok(l) => l,
+            Err(e) => {
+                let error = format!("the mission's shim could not start: {e}");
                 let failed = Event::Failed {
                     reason: "dispatch_failed".into(),
                     error: Some(error.clone()),
@@ -425,100 +435,205 @@ impl Missions {
                     .await
                     .map_err(store_down)?;
                 return Err(DispatchError::Dispatcher(format!(
-                    "mission {} could not start: {error}",
+                    "mission {}: {error}",
                     rec.id
                 )));
             }
         };
-        let run = started.run;
         let started_event = Event::Started {
             agent_runtime: "command".into(),
-            pty_session_id: Some(run.to_string()),
+            pty_session_id: Some(rec.checkpoint_id.clone()),
         };
-        if let Err(e) = self
-            .transition(&rec.id, started_event, MissionUpdate::default())
-            .await
-        {
-            self.runner.stop(run);
+        let update = MissionUpdate {
+            run_dir: Some(dir.display().to_string()),
+            shim: Some((launched.pid, launched.start)),
+            ..MissionUpdate::default()
+        };
+        if let Err(e) = self.transition(&rec.id, started_event, update).await {
+            ShimLauncher::stop(launched);
             return Err(store_down(e));
         }
-        lock(&self.live).insert(rec.id.clone(), run);
-        let this = Arc::clone(self);
-        let id = rec.id.clone();
-        tokio::spawn(async move { this.watch(id, started.events).await });
+        self.attach(rec.id.clone(), launched, dir, 0);
         Ok(answer)
     }
 
-    /// Follows a mission's run: progress while output flows, then its end.
-    async fn watch(
-        self: Arc<Self>,
-        id: MissionId,
-        mut events: tokio::sync::mpsc::Receiver<ProcessEvent>,
-    ) {
+    /// Watches a mission's shim from output offset `offset`.
+    fn attach(self: &Arc<Self>, id: MissionId, shim: Launched, dir: PathBuf, offset: u64) {
+        lock(&self.live).insert(id.clone(), (shim, dir.clone()));
+        let this = Arc::clone(self);
+        tokio::spawn(async move { this.watch(id, shim, dir, offset).await });
+    }
+
+    /// Follows a mission's shim: progress and prompts while output flows,
+    /// then its end. Returns without recording anything when the server
+    /// stops (the mission is suspended, its shim goes on).
+    async fn watch(self: Arc<Self>, id: MissionId, shim: Launched, dir: PathBuf, mut offset: u64) {
         let mut chunks: u64 = 0;
         let mut last_line = String::new();
-        let mut watch = PromptWatch::default();
+        let mut prompts = PromptWatch::default();
         // The prompt text last offered, so a repeat is not a new prompt.
         let mut offered: Option<String> = None;
         let mut last_sent: Option<Instant> = None;
         let mut unsent = false;
+        let mut dirwatch = DirWatch::new(&dir).ok();
         let outcome = loop {
-            let next_due = last_sent.map(|t| t + PROGRESS_EVERY);
-            tokio::select! {
-                ev = events.recv() => match ev {
-                    Some(ProcessEvent::Output { data, .. }) => {
-                        chunks += 1;
-                        if let Some(line) = last_line_of(&data) {
-                            last_line = line;
-                        }
-                        match watch.push(&data) {
-                            LastLine::Prompt(p) => {
-                                if offered.as_ref() != Some(&p) {
-                                    offered = Some(p.clone());
-                                    self.raise(&id, p, &last_line).await;
-                                }
-                            }
-                            LastLine::Output => {
-                                offered = None;
-                                self.withdraw(&id, chunks, &last_line).await;
-                            }
-                            LastLine::Restricted(p) => {
-                                tracing::info!(mission = %id, prompt = %p, "a prompt for a secret is not offered");
-                            }
-                        }
-                        if next_due.is_none_or(|due| Instant::now() >= due) {
-                            self.progress(&id, chunks, &last_line).await;
-                            last_sent = Some(Instant::now());
-                            unsent = false;
-                        } else {
-                            unsent = true;
+            let data = read_from(&ShimFiles::output(&dir), &mut offset);
+            if !data.is_empty() {
+                chunks += 1;
+                if let Some(line) = last_line_of(&data) {
+                    last_line = line;
+                }
+                match prompts.push(&data) {
+                    LastLine::Prompt(p) => {
+                        if offered.as_ref() != Some(&p) {
+                            offered = Some(p.clone());
+                            self.raise(&id, p, &last_line).await;
                         }
                     }
-                    Some(ProcessEvent::Ended(outcome)) => break outcome,
-                    None => break Outcome::infrastructure(
-                        "run_lost",
-                        Some("the run service stopped reporting this run".into()),
-                    ),
-                },
+                    LastLine::Output => {
+                        offered = None;
+                        self.withdraw(&id, chunks, &last_line).await;
+                    }
+                    LastLine::Restricted(p) => {
+                        tracing::info!(mission = %id, prompt = %p, "a prompt for a secret is not offered");
+                    }
+                }
+                let due = last_sent.map(|t| t + PROGRESS_EVERY);
+                if due.is_none_or(|d| Instant::now() >= d) {
+                    self.progress(&id, chunks, &last_line).await;
+                    last_sent = Some(Instant::now());
+                    unsent = false;
+                } else {
+                    unsent = true;
+                }
+                continue;
+            }
+            if let Some(outcome) = shim_outcome(&dir, shim) {
+                // What the program printed last is read before the end.
+                let rest = read_from(&ShimFiles::output(&dir), &mut offset);
+                if let Some(line) = last_line_of(&rest) {
+                    last_line = line;
+                    unsent = true;
+                }
+                break outcome;
+            }
+            let next_due = last_sent.map(|t| t + PROGRESS_EVERY);
+            tokio::select! {
+                r = changed(&mut dirwatch) => { if r.is_err() { dirwatch = None; } }
+                // Liveness of the shim, in case it died without a status.
+                () = tokio::time::sleep(Duration::from_secs(1)) => {}
                 () = sleep_until(next_due), if unsent => {
                     self.progress(&id, chunks, &last_line).await;
                     last_sent = Some(Instant::now());
                     unsent = false;
                 }
+                () = self.stop.cancelled() => return,
             }
         };
         // The contract wants at least one progress before the end.
         if unsent || last_sent.is_none() {
             self.progress(&id, chunks, &last_line).await;
         }
-        lock(&self.prompts).remove(&id);
-        let aborted = lock(&self.aborting).remove(&id);
-        let (event, update) = ending(&outcome, aborted, &last_line);
-        if let Err(e) = self.transition(&id, event, update).await {
+        self.finish(&id, &outcome, &last_line).await;
+    }
+
+    /// Records a mission's end and stops watching it.
+    async fn finish(&self, id: &MissionId, outcome: &Outcome, last_line: &str) {
+        lock(&self.prompts).remove(id);
+        let aborted = lock(&self.aborting).remove(id);
+        let (event, update) = ending(outcome, aborted, last_line);
+        if let Err(e) = self.transition(id, event, update).await {
             tracing::error!(mission = %id, error = %e, "cannot record how a mission ended");
         }
-        lock(&self.live).remove(&id);
-        self.ended.notify_waiters();
+        lock(&self.live).remove(id);
+    }
+
+    /// At start: every mission the last server left is checked for the
+    /// truth. Ended while the server was down: its real end is recorded.
+    /// Shim still alive (same pid and start time): watched again. Neither:
+    /// failed, its shim is gone.
+    pub async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
+        for m in self.store.active_missions().await? {
+            let (Some(dir), Some((pid, start))) = (m.run_dir.as_ref().map(PathBuf::from), m.shim)
+            else {
+                let outcome = Outcome::infrastructure(
+                    "server_restart",
+                    Some("the server stopped before the mission's run started".into()),
+                );
+                self.finish(&m.id, &outcome, "").await;
+                continue;
+            };
+            let shim = Launched { pid, start };
+            if let Some(outcome) = shim_outcome(&dir, shim) {
+                let mut offset = 0;
+                let all = read_from(&ShimFiles::output(&dir), &mut offset);
+                let last = last_line_of(&all).unwrap_or_default();
+                self.progress(&m.id, 0, &last).await;
+                self.finish(&m.id, &outcome, &last).await;
+                continue;
+            }
+            let len = std::fs::metadata(ShimFiles::output(&dir)).map_or(0, |m| m.len());
+            self.attach(m.id.clone(), shim, dir, len);
+        }
+        Ok(())
+    }
+
+    /// The server is going down: watchers stop, every live mission is
+    /// `suspended` (its shim goes on), one that just ended gets its end.
+    pub async fn suspend_all(&self) -> Result<(), StoreError> {
+        self.stop.cancel();
+        for m in self.store.active_missions().await? {
+            let shim = m.shim.map(|(pid, start)| Launched { pid, start });
+            let ended = match (&m.run_dir, shim) {
+                (Some(dir), Some(shim)) => shim_outcome(Path::new(dir), shim),
+                _ => None,
+            };
+            if let Some(outcome) = ended {
+                self.finish(&m.id, &outcome, "").await;
+                continue;
+            }
+            if matches!(m.state, MissionState::Running | MissionState::HitlRequired) {
+                let event = Event::Suspended {
+                    checkpoint_id: m.checkpoint_id.clone(),
+                    reason: "mgmt_server_shutdown".into(),
+                };
+                self.transition(&m.id, event, MissionUpdate::default())
+                    .await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// On every new connection, after the resync: each suspended mission
+    /// whose shim is being watched again is `reconnected` (its checkpoint)
+    /// and `resumed`. The envelopes are for that connection only.
+    pub async fn resume_suspended(&self) -> Result<Vec<Value>, StoreError> {
+        let mut out = Vec::new();
+        for m in self.store.active_missions().await? {
+            if m.state != MissionState::Suspended || !lock(&self.live).contains_key(&m.id) {
+                continue;
+            }
+            let reconnected = Event::Reconnected {
+                checkpoint_id: m.checkpoint_id.clone(),
+            };
+            let env = self.envelope(&m.id, &reconnected);
+            self.store
+                .append_mission_event(m.id.clone(), reconnected.name().into(), env.clone())
+                .await?;
+            out.push(env);
+            let resumed = Event::Resumed;
+            let env = self.envelope(&m.id, &resumed);
+            self.store
+                .transition_mission(
+                    m.id.clone(),
+                    MissionState::Running,
+                    MissionUpdate::default(),
+                    (resumed.name().into(), env.clone()),
+                )
+                .await?;
+            out.push(env);
+        }
+        Ok(out)
     }
 
     async fn progress(&self, id: &MissionId, chunks: u64, last_line: &str) {
@@ -539,10 +654,10 @@ impl Missions {
         if rec.state.is_terminal() {
             return Ok(rec);
         }
-        let run = lock(&self.live).get(&id).copied();
-        if let Some(run) = run {
+        let shim = lock(&self.live).get(&id).map(|(s, _)| *s);
+        if let Some(shim) = shim {
             lock(&self.aborting).insert(id);
-            self.runner.stop(run);
+            ShimLauncher::stop(shim);
         }
         Ok(rec)
     }
@@ -637,4 +752,58 @@ fn ending(outcome: &Outcome, aborted: bool, last_line: &str) -> (Event, MissionU
         Outcome::OutputLimit => failed("output_limit", None),
         Outcome::Cancelled => failed("cancelled", None),
     }
+}
+
+/// Reads what was appended to `path` since `offset` (and moves it).
+fn read_from(path: &Path, offset: &mut u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let Ok(mut f) = std::fs::File::open(path) else {
+        return Vec::new();
+    };
+    let mut buf = Vec::new();
+    if f.seek(SeekFrom::Start(*offset)).is_ok() && f.read_to_end(&mut buf).is_ok() {
+        *offset += buf.len() as u64;
+    }
+    buf
+}
+
+async fn changed(watch: &mut Option<DirWatch>) -> std::io::Result<()> {
+    match watch {
+        Some(w) => w.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// How the shim's run ended, if it did: its status file (and, for the
+/// confined tier, the sandbox's setup record), or the shim gone without one.
+fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
+    let status = match warden_exec::shim::read_status(dir) {
+        Some(s) => s,
+        None if warden_exec::shim::process_alive(shim.pid, shim.start) => return None,
+        // Gone: look once more, the status may have landed meanwhile.
+        None => match warden_exec::shim::read_status(dir) {
+            Some(s) => s,
+            None => {
+                return Some(Outcome::infrastructure(
+                    "shim_lost",
+                    Some("the mission's shim is gone and left no status".into()),
+                ));
+            }
+        },
+    };
+    if let Some(Ok(warden_exec::confine::Record::Failed(f))) =
+        warden_exec::confine::Record::take(&dir.join("setup.status"))
+    {
+        return Some(Outcome::infrastructure(f.reason, Some(f.detail)));
+    }
+    Some(match status {
+        Ok(ShimStatus::Exited { code }) => Outcome::exit_code(code),
+        Ok(ShimStatus::Signaled { signal }) => Outcome::signal(signal),
+        Ok(ShimStatus::TimedOut) => Outcome::TimedOut,
+        Ok(ShimStatus::Cancelled) => Outcome::Cancelled,
+        Ok(ShimStatus::NotStarted { error }) => {
+            Outcome::infrastructure("program_not_started", Some(error))
+        }
+        Err(e) => Outcome::infrastructure("shim_status_unreadable", Some(e)),
+    })
 }

@@ -28,6 +28,7 @@ mod procs;
 mod pty;
 mod resolve;
 pub mod runner;
+pub mod shim;
 mod stdin;
 mod supervisor;
 

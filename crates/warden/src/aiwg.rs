@@ -10,7 +10,8 @@ use anyhow::Context;
 use tokio_util::sync::CancellationToken;
 use warden_a2a::instance::{DEFAULT_INSTANCE, Runtime};
 use warden_aiwg::{Link, LinkConfig, MissionTarget, Missions, Resolve};
-use warden_exec::runner::ProcessRunner;
+use warden_core::confine::Isolation;
+use warden_exec::shim::ShimLauncher;
 use warden_store::Store;
 
 use crate::config::ServeConfig;
@@ -40,12 +41,9 @@ impl Aiwg {
     /// logged, the outbox is delivered over the open WebSocket, then the
     /// executor deregisters.
     pub async fn shut_down(&self) {
-        let left = self
-            .missions
-            .settle(std::time::Duration::from_secs(5))
-            .await;
-        if left > 0 {
-            tracing::warn!(missions = left, "missions still live at shutdown");
+        // The shims go on: the missions are suspended, not stopped.
+        if let Err(e) = self.missions.suspend_all().await {
+            tracing::error!(error = %e, "cannot suspend the missions");
         }
         self.stop.cancel();
         if let Some(task) = self.task.lock().await.take() {
@@ -58,7 +56,7 @@ impl Aiwg {
 /// Where a dispatch's objective runs: the named instance (the seed's
 /// `agent_id`, the schema's `instance_id`), else `default`; in its
 /// workspace, else its command's directory, else the server's.
-fn resolver(config: &ServeConfig) -> Resolve {
+fn resolver(config: &ServeConfig, tiers: Arc<Tiers>) -> Resolve {
     let instances = config.instances.clone();
     let workspace = config.workspace.clone();
     let timeout = config.runs.default_timeout();
@@ -73,23 +71,31 @@ fn resolver(config: &ServeConfig) -> Resolve {
             (None, Runtime::Command(c)) => c.cwd.clone(),
             (None, _) => workspace.clone(),
         };
+        let refusal = match &instance.isolation {
+            Isolation::Host => None,
+            Isolation::Confined(_) => tiers.confined_ready().err(),
+            Isolation::Container(_) => {
+                Some("missions do not run in the container tier (their shim owns the run)".into())
+            }
+        };
         Ok(MissionTarget {
             instance: instance.name.clone(),
             cwd,
             isolation: instance.isolation.clone(),
             timeout,
             max_output,
+            refusal,
         })
     })
 }
 
 /// Starts the link when configured; `None` (and nothing started) otherwise.
-pub fn start(
+/// Missions a previous server left are checked before the first connection.
+pub async fn start(
     home: &Path,
     config: &ServeConfig,
     store: &Store,
     tiers: &Arc<Tiers>,
-    runner: Arc<dyn ProcessRunner>,
     listening: SocketAddr,
 ) -> anyhow::Result<Option<Aiwg>> {
     let Some(endpoint) = std::env::var("AIWG_SERVE_ENDPOINT")
@@ -110,7 +116,7 @@ pub fn start(
     let ws_url = rest_url
         .replacen("https://", "wss://", 1)
         .replacen("http://", "ws://", 1);
-    let tiers = Arc::clone(tiers);
+    let caps_tiers = Arc::clone(tiers);
     let link_config = LinkConfig {
         endpoint,
         name: std::env::var("AIWG_SERVE_NAME")
@@ -122,20 +128,37 @@ pub fn start(
         ws_url,
         version: env!("CARGO_PKG_VERSION").to_owned(),
         capabilities: Arc::new(move || {
-            let mut caps = tiers.capabilities();
+            let mut caps = caps_tiers.capabilities();
             caps.extend(platform());
-            // Prompts in a mission's output round-trip (mission.hitl_*).
+            // Missions survive a restart (their shims), and prompts in
+            // their output round-trip (mission.hitl_*).
+            caps.push("resumable".to_owned());
             caps.push("hitl".to_owned());
             caps
         }),
     };
     let link = Link::new(link_config, store.clone());
+    let launcher = ShimLauncher {
+        helper: std::env::current_exe().context("locating the warden binary")?,
+        env_allow: config.runs.env_allow.clone(),
+        grace: config.runs.grace(),
+    };
+    let missions = Missions::new(
+        store.clone(),
+        Arc::clone(&link),
+        launcher,
+        home.join("missions"),
+        resolver(config, Arc::clone(tiers)),
+    );
+    missions.listen();
+    missions
+        .recover()
+        .await
+        .context("checking the missions a previous server left")?;
     // Not the server's shutdown token: the link outlives the runs, to
     // deliver how the missions ended.
     let stop = CancellationToken::new();
     let task = tokio::spawn(Arc::clone(&link).run(stop.clone()));
-    let missions = Missions::new(store.clone(), Arc::clone(&link), runner, resolver(config));
-    missions.listen();
     Ok(Some(Aiwg {
         link,
         missions,

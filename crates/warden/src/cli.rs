@@ -33,6 +33,9 @@ pub enum Command {
     /// One certification probe (run by `warden certify`, inside and outside the sandbox).
     #[command(hide = true)]
     SandboxProbe(crate::certify::ProbeArgs),
+    /// Own one resumable run (a mission) so it outlives the server (spawned by `warden serve`).
+    #[command(hide = true)]
+    Shim(ShimArgs),
 }
 
 /// Exit codes of `warden sandbox-exec` beyond the program's own.
@@ -42,6 +45,22 @@ Exit codes:
   125      the sandbox could not be set up (the message names the missing feature)
   126      PROGRAM is not executable inside the policy
   127      PROGRAM was not found";
+
+#[derive(Debug, Args)]
+pub struct ShimArgs {
+    /// The run directory (output, stdin FIFO, status.json).
+    #[arg(long)]
+    pub dir: PathBuf,
+    /// Deadline in seconds.
+    #[arg(long)]
+    pub timeout: f64,
+    /// Seconds between SIGTERM and SIGKILL.
+    #[arg(long, default_value_t = 5.0)]
+    pub grace: f64,
+    /// The program and its arguments.
+    #[arg(last = true, required = true)]
+    pub argv: Vec<String>,
+}
 
 #[derive(Debug, Args)]
 pub struct CertifyArgs {

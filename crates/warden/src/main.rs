@@ -32,6 +32,15 @@ fn main() -> ExitCode {
     let command = match cli.command {
         cli::Command::SandboxExec(a) => cmd_sandbox::main(a),
         cli::Command::SandboxProbe(args) => return certify::probe_main(args),
+        cli::Command::Shim(args) => {
+            let code = warden_exec::shim::run(warden_exec::shim::ShimRequest {
+                dir: args.dir,
+                argv: args.argv,
+                timeout: std::time::Duration::from_secs_f64(args.timeout.max(0.001)),
+                grace: std::time::Duration::from_secs_f64(args.grace.max(0.0)),
+            });
+            return ExitCode::from(u8::try_from(code).unwrap_or(1));
+        }
         other => other,
     };
     let default_level = match command {
@@ -62,7 +71,9 @@ fn main() -> ExitCode {
             cli::Command::Run(args) => cmd_run::main(args).await,
             cli::Command::Bus(args) => cmd_bus::main(args).await,
             cli::Command::Certify(args) => cmd_certify::main(args).await,
-            cli::Command::SandboxExec(_) | cli::Command::SandboxProbe(_) => {
+            cli::Command::SandboxExec(_)
+            | cli::Command::SandboxProbe(_)
+            | cli::Command::Shim(_) => {
                 unreachable!("handled before the runtime starts")
             }
         }

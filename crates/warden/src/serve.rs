@@ -64,12 +64,9 @@ pub async fn main(args: ServeArgs) -> anyhow::Result<()> {
         .await
         .with_context(|| format!("cannot listen on {}", config.listen))?;
     let addr = listener.local_addr()?;
-    let runner: Arc<dyn warden_exec::runner::ProcessRunner> =
-        Arc::new(crate::a2a_runner::ServiceRunner {
-            runs: Arc::clone(&runs),
-            tiers: Arc::clone(&tiers),
-        });
-    let aiwg = crate::aiwg::start(&home, &config, &store, &tiers, runner, addr)?.map(Arc::new);
+    let aiwg = crate::aiwg::start(&home, &config, &store, &tiers, addr)
+        .await?
+        .map(Arc::new);
     let state = AppState {
         runs: Arc::clone(&runs),
         store: store.clone(),

@@ -67,8 +67,9 @@ async fn registers_on_both_routes_and_resyncs_first_on_every_connection() {
         .collect();
     assert!(caps.contains(&"isolation:host"), "{caps:?}");
     assert!(caps.contains(&"hitl"), "{caps:?}");
-    // Nothing is claimed that is not built or proven yet.
-    for unproven in ["resumable", "isolation:vm", "isolation:container"] {
+    assert!(caps.contains(&"resumable"), "{caps:?}");
+    // Nothing is claimed that is not built or proven here.
+    for unproven in ["isolation:vm", "isolation:container"] {
         assert!(!caps.contains(&unproven), "{caps:?}");
     }
     let sandbox = peer.sandbox_registrations();
@@ -401,14 +402,6 @@ async fn bad_dispatches_are_refused_with_the_contract_s_codes() {
     unknown["executor_filter"]["agent_id"] = serde_json::json!("nobody");
     let (code, body) = peer.dispatch(&server.base, &exec, "s", unknown).await;
     assert_eq!(code, 404, "{body}");
-    let mut long = dispatch_body("m-3", "true");
-    long["long_running"] = serde_json::json!(true);
-    let (code, body) = peer.dispatch(&server.base, &exec, "s", long).await;
-    assert_eq!(code, 503, "{body}");
-    assert_eq!(
-        body["error"]["code"], "no_resumable_executor_available",
-        "{body}"
-    );
     let mut no_completion = dispatch_body("m-4", "true");
     no_completion.as_object_mut().unwrap().remove("completion");
     let (code, body) = peer.dispatch(&server.base, &exec, "s", no_completion).await;
@@ -508,22 +501,9 @@ async fn a_prompt_is_offered_and_the_orchestrator_s_answer_reaches_the_program()
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
 
-#[tokio::test]
-async fn a_clean_shutdown_delivers_the_last_events_then_deregisters() {
-    let peer = Peer::start().await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let (mut server, exec) = connected(dir.path(), &peer).await;
-    peer.dispatch(
-        &server.base,
-        &exec,
-        "s",
-        dispatch_body("m-long", "sleep 30"),
-    )
-    .await;
-    peer.wait_for(WAIT, "m-long to start", |f| {
-        lifecycle(f, "m-long").contains(&"mission.started".to_owned())
-    })
-    .await;
+/// Sends SIGTERM and waits for the server to exit without blocking the
+/// runtime (the peer serves on it).
+async fn terminate(server: &mut Server) {
     let pid = server.pid();
     assert!(
         std::process::Command::new("kill")
@@ -532,7 +512,6 @@ async fn a_clean_shutdown_delivers_the_last_events_then_deregisters() {
             .unwrap()
             .success()
     );
-    // Waited for without blocking: the peer serves on this test's runtime.
     let deadline = std::time::Instant::now() + WAIT;
     let status = loop {
         if let Some(status) = server.child.try_wait().unwrap() {
@@ -542,12 +521,106 @@ async fn a_clean_shutdown_delivers_the_last_events_then_deregisters() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
     assert!(status.success(), "{status:?}");
-    // Its run was stopped with the server (missions do not outlive it yet):
-    // that end was delivered before the executor deregistered.
-    let events = mission_events(&peer.received(), "m-long");
+}
+
+#[tokio::test]
+async fn a_mission_is_suspended_at_shutdown_and_resumed_after_a_restart() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, exec) = connected(dir.path(), &peer).await;
+    // Long-running: this executor is resumable, so it is taken.
+    let mut body = dispatch_body("m-live", "sleep 1.5; echo done");
+    body["long_running"] = serde_json::json!(true);
+    let (code, answer) = peer.dispatch(&server.base, &exec, "s", body).await;
+    assert_eq!(code, 202, "{answer}");
+    peer.wait_for(WAIT, "m-live to start", |f| {
+        lifecycle(f, "m-live").contains(&"mission.started".to_owned())
+    })
+    .await;
+    terminate(&mut server).await;
+    // Suspended (its shim goes on), delivered, then deregistered.
+    let events = mission_events(&peer.received(), "m-live");
     let (_, name, data) = events.last().unwrap();
-    assert_eq!(name, "mission.failed", "{events:?}");
-    assert_eq!(data["reason"], "server_shutdown");
-    assert_eq!(peer.deregistrations(), [exec]);
+    assert_eq!(name, "mission.suspended", "{events:?}");
+    assert_eq!(data["reason"], "mgmt_server_shutdown");
+    let checkpoint = data["checkpoint_id"].clone();
+    assert_eq!(peer.deregistrations(), std::slice::from_ref(&exec));
+
+    let _server = serve_with(dir.path(), &peer);
+    let frames = peer
+        .wait_for(WAIT, "m-live to end after the restart", |f| {
+            ended(f, "m-live")
+        })
+        .await;
+    let second: Vec<&Received> = frames.iter().filter(|r| r.connection == 2).collect();
+    assert_eq!(second[0].frame["event"], "executor.resync");
+    assert_eq!(
+        second[0].frame["data"]["owned_mission_ids"],
+        serde_json::json!(["m-live"])
+    );
+    let after: Vec<(String, Value)> = mission_events(&frames, "m-live")
+        .into_iter()
+        .filter(|(c, _, _)| *c == 2)
+        .map(|(_, e, d)| (e, d))
+        .collect();
+    assert_eq!(after[0].0, "mission.reconnected", "{after:?}");
+    assert_eq!(after[0].1["checkpoint_id"], checkpoint);
+    assert_eq!(after[1].0, "mission.resumed");
+    assert_eq!(after[1].1["resumed_from"], "suspended");
+    let (last, data) = after.last().unwrap();
+    assert_eq!(last, "mission.completed", "{after:?}");
+    assert_eq!(data["summary"], "done");
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_mission_that_ends_while_the_server_is_down_reports_its_real_end() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, exec) = connected(dir.path(), &peer).await;
+    peer.dispatch(
+        &server.base,
+        &exec,
+        "s",
+        dispatch_body("m-gone", "sleep 0.3; exit 4"),
+    )
+    .await;
+    peer.wait_for(WAIT, "m-gone to start", |f| {
+        lifecycle(f, "m-gone").contains(&"mission.started".to_owned())
+    })
+    .await;
+    terminate(&mut server).await;
+    // Wait until its shim recorded the end, while no server runs.
+    let missions = dir.path().join(".warden/missions");
+    let deadline = std::time::Instant::now() + WAIT;
+    loop {
+        let done = std::fs::read_dir(&missions)
+            .unwrap()
+            .any(|d| d.unwrap().path().join("status.json").exists());
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the shim never finished"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _server = serve_with(dir.path(), &peer);
+    let frames = peer
+        .wait_for(WAIT, "m-gone's real end", |f| ended(f, "m-gone"))
+        .await;
+    let second: Vec<&Received> = frames.iter().filter(|r| r.connection == 2).collect();
+    assert_eq!(second[0].frame["event"], "executor.resync");
+    assert_eq!(
+        second[0].frame["data"]["owned_mission_ids"],
+        serde_json::json!([]),
+        "a mission that ended is not owned"
+    );
+    let events = mission_events(&frames, "m-gone");
+    let (conn, name, data) = events.last().unwrap();
+    assert_eq!((*conn, name.as_str()), (2, "mission.failed"), "{events:?}");
+    assert_eq!(data["exit_code"], 4);
+    assert!(events.iter().all(|(_, e, _)| e != "mission.resumed"));
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
