@@ -11,4 +11,4 @@ pub mod missions;
 pub mod wire;
 
 pub use link::{Link, LinkConfig, LinkStatus};
-pub use missions::{DispatchError, MissionTarget, Missions, Resolve};
+pub use missions::{Abort, DispatchError, MissionTarget, Missions, Resolve};

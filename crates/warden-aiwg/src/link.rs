@@ -81,13 +81,11 @@ pub struct Link {
     connect: std::sync::OnceLock<ConnectHook>,
 }
 
-/// Produces the connection-scoped events of a new connection
-/// (`mission.reconnected`, `mission.resumed`), already logged.
-pub type ConnectHook = Arc<
-    dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = Vec<serde_json::Value>> + Send>>
-        + Send
-        + Sync,
->;
+/// Runs on every new connection after the resync, before the backlog goes
+/// out: it logs what the connection should carry (`mission.reconnected`,
+/// `mission.resumed`), which then goes out with the backlog, in order.
+pub type ConnectHook =
+    Arc<dyn Fn() -> std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>> + Send + Sync>;
 
 /// Receives what the orchestrator sends.
 pub type InboundHandler = Arc<dyn Fn(Inbound) + Send + Sync>;
@@ -415,12 +413,10 @@ impl Link {
             .await
             .map_err(|e| format!("logging executor.resync: {e}"))?;
         send(ws, &resync).await?;
-        self.drain(ws).await?;
         if let Some(hook) = self.connect.get() {
-            for event in hook().await {
-                send(ws, &event).await?;
-            }
+            hook().await;
         }
+        self.drain(ws).await?;
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.tick().await;
         loop {

@@ -82,6 +82,17 @@ impl DispatchError {
     }
 }
 
+/// What an abort request found.
+#[derive(Debug, Clone)]
+pub enum Abort {
+    /// Already over: nothing to do.
+    Ended(MissionRecord),
+    /// Its run is being stopped; `mission.aborted` follows.
+    Aborting(MissionRecord),
+    /// Not running under this server now (suspended, or not started).
+    NotRunning(MissionRecord),
+}
+
 /// How many events `GET /api/v1/missions/{id}` returns.
 pub const RECENT_EVENTS: u32 = 50;
 
@@ -145,12 +156,10 @@ impl Missions {
         self.link.on_connect(Arc::new(move || {
             let this = resumer.upgrade();
             Box::pin(async move {
-                match this {
-                    Some(this) => this.resume_suspended().await.unwrap_or_else(|e| {
-                        tracing::error!(error = %e, "cannot resume suspended missions");
-                        Vec::new()
-                    }),
-                    None => Vec::new(),
+                if let Some(this) = this
+                    && let Err(e) = this.resume_suspended().await
+                {
+                    tracing::error!(error = %e, "cannot resume suspended missions");
                 }
             })
         }));
@@ -212,11 +221,15 @@ impl Missions {
             summary: format!("answered prompt {hitl_id}"),
         };
         let env = self.envelope(&id, &event);
+        let only_waiting = MissionUpdate {
+            only_from: Some(MissionState::HitlRequired),
+            ..MissionUpdate::default()
+        };
         self.store
             .transition_mission(
                 id.clone(),
                 MissionState::Running,
-                MissionUpdate::default(),
+                only_waiting,
                 (event.name().into(), env),
             )
             .await
@@ -283,7 +296,10 @@ impl Missions {
             .transition_mission(
                 id.clone(),
                 MissionState::Running,
-                MissionUpdate::default(),
+                MissionUpdate {
+                    only_from: Some(MissionState::HitlRequired),
+                    ..MissionUpdate::default()
+                },
                 (event.name().into(), env),
             )
             .await
@@ -477,6 +493,10 @@ impl Missions {
         let mut unsent = false;
         let mut dirwatch = DirWatch::new(&dir).ok();
         let outcome = loop {
+            // The server is going down: the mission is suspended, not ended.
+            if self.stop.is_cancelled() {
+                return;
+            }
             let data = read_from(&ShimFiles::output(&dir), &mut offset);
             if !data.is_empty() {
                 chunks += 1;
@@ -606,9 +626,9 @@ impl Missions {
 
     /// On every new connection, after the resync: each suspended mission
     /// whose shim is being watched again is `reconnected` (its checkpoint)
-    /// and `resumed`. The envelopes are for that connection only.
-    pub async fn resume_suspended(&self) -> Result<Vec<Value>, StoreError> {
-        let mut out = Vec::new();
+    /// and `resumed`, logged (and so delivered, in order, even if this
+    /// connection drops first).
+    pub async fn resume_suspended(&self) -> Result<(), StoreError> {
         for m in self.store.active_missions().await? {
             if m.state != MissionState::Suspended || !lock(&self.live).contains_key(&m.id) {
                 continue;
@@ -618,22 +638,24 @@ impl Missions {
             };
             let env = self.envelope(&m.id, &reconnected);
             self.store
-                .append_mission_event(m.id.clone(), reconnected.name().into(), env.clone())
+                .append_mission_event(m.id.clone(), reconnected.name().into(), env)
                 .await?;
-            out.push(env);
             let resumed = Event::Resumed;
             let env = self.envelope(&m.id, &resumed);
+            let only_suspended = MissionUpdate {
+                only_from: Some(MissionState::Suspended),
+                ..MissionUpdate::default()
+            };
             self.store
                 .transition_mission(
                     m.id.clone(),
                     MissionState::Running,
-                    MissionUpdate::default(),
-                    (resumed.name().into(), env.clone()),
+                    only_suspended,
+                    (resumed.name().into(), env),
                 )
                 .await?;
-            out.push(env);
         }
-        Ok(out)
+        Ok(())
     }
 
     async fn progress(&self, id: &MissionId, chunks: u64, last_line: &str) {
@@ -649,17 +671,22 @@ impl Missions {
 
     /// An operator's kill: the run is stopped and the mission ends
     /// `aborted` once its processes are gone.
-    pub async fn abort(&self, id: MissionId) -> Result<MissionRecord, StoreError> {
+    pub async fn abort(&self, id: MissionId) -> Result<Abort, StoreError> {
         let rec = self.store.mission(id.clone()).await?;
         if rec.state.is_terminal() {
-            return Ok(rec);
+            return Ok(Abort::Ended(rec));
         }
+        // Suspended missions resume first (the diagram has no arrow from
+        // suspended to aborted); one not watched here cannot be stopped.
         let shim = lock(&self.live).get(&id).map(|(s, _)| *s);
-        if let Some(shim) = shim {
-            lock(&self.aborting).insert(id);
-            ShimLauncher::stop(shim);
+        match shim {
+            Some(shim) if rec.state != MissionState::Suspended => {
+                lock(&self.aborting).insert(id);
+                ShimLauncher::stop(shim);
+                Ok(Abort::Aborting(rec))
+            }
+            _ => Ok(Abort::NotRunning(rec)),
         }
-        Ok(rec)
     }
 
     /// `GET /api/v1/missions/{id}`: the contract's `MissionStatusResponse`.
@@ -792,7 +819,7 @@ fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
         },
     };
     if let Some(Ok(warden_exec::confine::Record::Failed(f))) =
-        warden_exec::confine::Record::take(&dir.join("setup.status"))
+        warden_exec::confine::Record::read(&dir.join("setup.status"))
     {
         return Some(Outcome::infrastructure(f.reason, Some(f.detail)));
     }

@@ -11,10 +11,6 @@ use warden_core::{MissionId, MissionState, Timestamp};
 
 use crate::{Store, StoreError, events};
 
-/// Event kinds that belong to one WebSocket connection (sent when it opens,
-/// for the missions owned then) and are never queued for a later one.
-pub const CONNECTION_SCOPED: [&str; 2] = ["mission.reconnected", "mission.resumed"];
-
 /// A mission as stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MissionRecord {
@@ -51,6 +47,9 @@ pub struct MissionUpdate {
     pub shim: Option<(i32, u64)>,
     pub exit_code: Option<i32>,
     pub error: Option<String>,
+    /// Refuse the change unless the mission is in this state now (a
+    /// compare-and-set against a change that happened meanwhile).
+    pub only_from: Option<MissionState>,
 }
 
 /// One event of the log, as delivered: its seq and the envelope.
@@ -182,6 +181,16 @@ impl Store {
                     id: id.to_string(),
                 });
             };
+            if let Some(from) = update.only_from
+                && cur.state != from
+            {
+                return Err(StoreError::Rejected(
+                    warden_core::CoreError::InvalidTransition {
+                        from: cur.state.as_str().to_owned(),
+                        to: to.as_str().to_owned(),
+                    },
+                ));
+            }
             cur.state.become_(to)?;
             let now = Timestamp::now().as_millis() as i64;
             let (pid, start) = match update.shim.or(cur.shim) {
@@ -299,8 +308,7 @@ impl Store {
         .await
     }
 
-    /// Queued mission events not yet delivered, oldest first, at most
-    /// `limit` (connection-scoped kinds are never queued).
+    /// Mission events not yet delivered, oldest first, at most `limit`.
     pub async fn undelivered_mission_events(
         &self,
         limit: u32,
@@ -314,7 +322,6 @@ impl Store {
             let mut stmt = c.prepare_cached(
                 "SELECT seq, kind, body FROM events
                  WHERE entity_kind = 'mission' AND seq > ?1
-                   AND kind NOT IN ('mission.reconnected', 'mission.resumed')
                  ORDER BY seq LIMIT ?2",
             )?;
             let rows = stmt.query_map(params![delivered, limit], |r| {

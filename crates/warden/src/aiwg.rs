@@ -128,7 +128,12 @@ pub async fn start(
         ws_url,
         version: env!("CARGO_PKG_VERSION").to_owned(),
         capabilities: Arc::new(move || {
-            let mut caps = caps_tiers.capabilities();
+            // Missions do not run in the container tier: not claimed here.
+            let mut caps: Vec<String> = caps_tiers
+                .capabilities()
+                .into_iter()
+                .filter(|c| c != "isolation:container")
+                .collect();
             caps.extend(platform());
             // Missions survive a restart (their shims), and prompts in
             // their output round-trip (mission.hitl_*).

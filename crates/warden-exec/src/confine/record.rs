@@ -83,6 +83,24 @@ impl Record {
         self.write_to(Self::create(path)?)
     }
 
+    /// Reads the record without removing it; `None` if there is none or its
+    /// file is still empty.
+    pub fn read(path: &Path) -> Option<Result<Self, String>> {
+        let text = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(nix::libc::O_NOFOLLOW)
+            .open(path)
+            .and_then(|mut f| {
+                let mut t = Vec::new();
+                f.read_to_end(&mut t).map(|_| t)
+            })
+            .ok()?;
+        if text.is_empty() {
+            return None;
+        }
+        Some(serde_json::from_slice(&text).map_err(|e| format!("unreadable record: {e}")))
+    }
+
     /// Reads and removes the record; `None` if there is none, or if its file
     /// is still empty (the helper was killed before it could write it).
     pub fn take(path: &Path) -> Option<Result<Self, String>> {

@@ -160,15 +160,6 @@ async fn the_outbox_delivers_queued_events_in_order_across_reopen() {
             )
             .await
             .unwrap();
-        // Connection-scoped: never queued for a later connection.
-        store
-            .append_mission_event(
-                id("m-a"),
-                "mission.reconnected".into(),
-                envelope("mission.reconnected", "m-a"),
-            )
-            .await
-            .unwrap();
         let pending = store.undelivered_mission_events(10).await.unwrap();
         let kinds: Vec<(&str, &str)> = pending
             .iter()
@@ -197,6 +188,20 @@ async fn the_outbox_delivers_queued_events_in_order_across_reopen() {
     let pending = store.undelivered_mission_events(10).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].kind, "mission.progress");
+    // A state change refused by a compare-and-set appends nothing.
+    let stale = store
+        .transition_mission(
+            id("m-a"),
+            MissionState::Running,
+            MissionUpdate {
+                only_from: Some(MissionState::Suspended),
+                ..Default::default()
+            },
+            ("mission.resumed".into(), json!({})),
+        )
+        .await;
+    assert!(matches!(stale, Err(StoreError::Rejected(_))), "{stale:?}");
+    assert_eq!(store.undelivered_mission_events(10).await.unwrap().len(), 1);
     assert_eq!(store.active_missions().await.unwrap().len(), 2);
     assert!(matches!(
         store

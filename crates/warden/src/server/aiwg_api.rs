@@ -94,29 +94,37 @@ async fn abort(
     Path(id): Path<String>,
 ) -> Result<(StatusCode, Json<Value>), ApiError> {
     let a = state.aiwg.as_ref().ok_or_else(not_configured)?;
-    let rec = a
+    let found = a
         .missions
         .abort(mission_id(&id)?)
         .await
         .map_err(|e| store_error(e, &id))?;
+    let (status, rec, aborting) = match found {
+        warden_aiwg::Abort::Ended(rec) => (StatusCode::OK, rec, false),
+        warden_aiwg::Abort::Aborting(rec) => (StatusCode::ACCEPTED, rec, true),
+        warden_aiwg::Abort::NotRunning(rec) => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "mission_not_running",
+                format!(
+                    "mission {id} is {} and not running under this server; it can be aborted once it runs",
+                    rec.state
+                ),
+            ));
+        }
+    };
     let _ = state
         .store
         .audit(
             "operator",
             "mission.abort",
             &id,
-            json!({"state": rec.state.as_str()}),
+            json!({"state": rec.state.as_str(), "aborting": aborting}),
         )
         .await;
-    if rec.state.is_terminal() {
-        return Ok((
-            StatusCode::OK,
-            Json(json!({"mission_id": id, "state": rec.state.as_str()})),
-        ));
-    }
     Ok((
-        StatusCode::ACCEPTED,
-        Json(json!({"mission_id": id, "state": rec.state.as_str(), "aborting": true})),
+        status,
+        Json(json!({"mission_id": id, "state": rec.state.as_str(), "aborting": aborting})),
     ))
 }
 
