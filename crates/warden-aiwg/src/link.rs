@@ -416,42 +416,89 @@ impl Link {
         if let Some(hook) = self.connect.get() {
             hook().await;
         }
-        self.drain(ws).await?;
+        let mut acks = Acks::default();
+        self.drain(ws, &mut acks).await?;
         let mut ping = tokio::time::interval(PING_EVERY);
         ping.tick().await;
         loop {
             tokio::select! {
-                () = self.outbox.notified() => self.drain(ws).await?,
+                () = self.outbox.notified() => self.drain(ws, &mut acks).await?,
                 // Asked to reconnect: close, then connect again at once.
                 () = self.wake.notified() => return Ok(()),
-                _ = ping.tick() => ws.send(Message::Ping(Vec::new().into())).await.map_err(|e| e.to_string())?,
+                _ = ping.tick() => {
+                    if acks.waiting_since.is_some_and(|t| t.elapsed() > PING_EVERY * 2) {
+                        return Err(format!("no answer to a ping in {} s", (PING_EVERY * 2).as_secs()));
+                    }
+                    self.ping(ws, &mut acks).await?;
+                }
                 frame = ws.next() => match frame {
                     None => return Err("the orchestrator closed the connection".into()),
                     Some(Err(e)) => return Err(e.to_string()),
                     Some(Ok(Message::Close(_))) => return Err("the orchestrator closed the connection".into()),
                     Some(Ok(Message::Text(text))) => self.inbound(&text),
+                    Some(Ok(Message::Pong(payload))) => self.acknowledged(&payload, &mut acks).await?,
                     Some(Ok(_)) => {}
                 },
                 () = shutdown.cancelled() => {
-                    // What is already logged goes out before the close.
-                    self.drain(ws).await?;
+                    // What is already logged goes out before the close, and
+                    // its acknowledgement is awaited (briefly).
+                    self.drain(ws, &mut acks).await?;
+                    let limit = tokio::time::Instant::now() + Duration::from_secs(2);
+                    while acks.waiting_since.is_some() {
+                        match tokio::time::timeout_at(limit, ws.next()).await {
+                            Ok(Some(Ok(Message::Pong(p)))) => self.acknowledged(&p, &mut acks).await?,
+                            Ok(Some(Ok(_))) => {}
+                            _ => break,
+                        }
+                    }
                     return Ok(());
                 }
             }
         }
     }
 
-    /// Sends every undelivered event in order, moving the cursor after each
-    /// batch that was written.
-    async fn drain(&self, ws: &mut WsStream) -> Result<(), String> {
+    /// Pings with the highest seq sent: the pong comes back after the peer
+    /// read every frame before it, and only then is the cursor moved.
+    async fn ping(&self, ws: &mut WsStream, acks: &mut Acks) -> Result<(), String> {
+        ws.send(Message::Ping(acks.sent.to_be_bytes().to_vec().into()))
+            .await
+            .map_err(|e| e.to_string())?;
+        acks.waiting_since
+            .get_or_insert_with(std::time::Instant::now);
+        Ok(())
+    }
+
+    async fn acknowledged(&self, payload: &[u8], acks: &mut Acks) -> Result<(), String> {
+        let Ok(bytes) = <[u8; 8]>::try_from(payload) else {
+            return Ok(());
+        };
+        let seq = u64::from_be_bytes(bytes);
+        // Answered: nothing outstanding, or the peer keeps up with a stream
+        // of frames (the newest ping is younger).
+        acks.waiting_since = (seq < acks.sent).then(std::time::Instant::now);
+        if seq > 0 {
+            self.store
+                .mission_events_delivered(seq)
+                .await
+                .map_err(|e| format!("moving the outbox cursor: {e}"))?;
+        }
+        Ok(())
+    }
+
+    /// Sends every undelivered event in order, then a ping carrying the
+    /// last seq sent: the cursor moves when its pong returns, so frames lost
+    /// with a connection are sent again on the next (delivery is at least
+    /// once, and never lost).
+    async fn drain(&self, ws: &mut WsStream, acks: &mut Acks) -> Result<(), String> {
+        let mut sent_any = false;
         loop {
             let batch = self
                 .store
-                .undelivered_mission_events(256)
+                .undelivered_mission_events(acks.sent, 256)
                 .await
                 .map_err(|e| format!("reading the outbox: {e}"))?;
             let Some(last) = batch.last().map(|e| e.seq) else {
-                return Ok(());
+                break;
             };
             for e in &batch {
                 ws.feed(Message::Text(e.envelope.to_string().into()))
@@ -459,11 +506,13 @@ impl Link {
                     .map_err(|e| e.to_string())?;
             }
             ws.flush().await.map_err(|e| e.to_string())?;
-            self.store
-                .mission_events_delivered(last)
-                .await
-                .map_err(|e| format!("moving the outbox cursor: {e}"))?;
+            acks.sent = last;
+            sent_any = true;
         }
+        if sent_any {
+            self.ping(ws, acks).await?;
+        }
+        Ok(())
     }
 
     fn inbound(&self, text: &str) {
@@ -487,6 +536,15 @@ async fn send(ws: &mut WsStream, v: &serde_json::Value) -> Result<(), String> {
     ws.send(Message::Text(v.to_string().into()))
         .await
         .map_err(|e| e.to_string())
+}
+
+/// What one connection sent and what came back.
+#[derive(Default)]
+struct Acks {
+    /// The highest seq written to this connection.
+    sent: u64,
+    /// When the oldest unanswered ping went out.
+    waiting_since: Option<std::time::Instant>,
 }
 
 enum Served {

@@ -108,6 +108,9 @@ fn shim(req: &ShimRequest) -> Result<ShimStatus, String> {
     // Out of the server's session and process group: its signals and its
     // end do not reach the run.
     nix::unistd::setsid().map_err(|e| format!("setsid: {e}"))?;
+    // Descendants that leave the program's group come back to the shim
+    // (not the server) when their parent dies, and are ended with the run.
+    nix::sys::prctl::set_child_subreaper(true).map_err(|e| format!("subreaper: {e}"))?;
     // SIGTERM is taken by one thread (below); the program starts with the
     // default mask (std resets it in the child).
     let mut term = SigSet::empty();
@@ -164,6 +167,7 @@ fn shim(req: &ShimRequest) -> Result<ShimStatus, String> {
 
     // Output: terminal → file, until the last slave closes (EIO).
     let master_read = File::from(pty.master.try_clone().map_err(|e| e.to_string())?);
+    let (copied_tx, copied_rx) = mpsc::channel::<()>();
     let copier = std::thread::spawn(move || {
         let mut master_read = master_read;
         let mut buf = [0u8; 16 * 1024];
@@ -178,6 +182,7 @@ fn shim(req: &ShimRequest) -> Result<ShimStatus, String> {
             }
         }
         let _ = output.sync_all();
+        let _ = copied_tx.send(());
     });
     // Input: FIFO → terminal.
     let mut master_write = File::from(pty.master);
@@ -235,9 +240,16 @@ fn shim(req: &ShimRequest) -> Result<ShimStatus, String> {
             _ => {}
         }
     };
-    // Whatever the leader left in its group goes with it.
+    // Whatever the leader left goes with it: its group, and descendants
+    // that left the group (they carry the run's marker).
     let _ = killpg(group, Signal::SIGKILL);
-    let _ = copier.join();
+    if let Some(marker) = std::env::var_os(crate::MARKER_VAR).filter(|m| !m.is_empty()) {
+        crate::procs::kill_orphaned_run(&marker.to_string_lossy());
+    }
+    // The last output, unless something unkillable holds the terminal.
+    if copied_rx.recv_timeout(Duration::from_secs(2)).is_ok() {
+        let _ = copier.join();
+    }
     let status = status.map_err(|e| format!("waiting for the program: {e}"))?;
     Ok(cause.unwrap_or(match (status.code(), status.signal()) {
         (Some(code), _) => ShimStatus::Exited { code },

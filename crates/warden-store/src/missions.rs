@@ -308,9 +308,12 @@ impl Store {
         .await
     }
 
-    /// Mission events not yet delivered, oldest first, at most `limit`.
+    /// Mission events not yet delivered and after `after` (what the caller
+    /// already sent and awaits an acknowledgement for), oldest first, at
+    /// most `limit`.
     pub async fn undelivered_mission_events(
         &self,
+        after: u64,
         limit: u32,
     ) -> Result<Vec<MissionEvent>, StoreError> {
         self.read(move |c| {
@@ -324,7 +327,8 @@ impl Store {
                  WHERE entity_kind = 'mission' AND seq > ?1
                  ORDER BY seq LIMIT ?2",
             )?;
-            let rows = stmt.query_map(params![delivered, limit], |r| {
+            let from = delivered.max(i64::try_from(after).unwrap_or(i64::MAX));
+            let rows = stmt.query_map(params![from, limit], |r| {
                 Ok((
                     r.get::<_, i64>(0)?,
                     r.get::<_, String>(1)?,

@@ -160,7 +160,7 @@ async fn the_outbox_delivers_queued_events_in_order_across_reopen() {
             )
             .await
             .unwrap();
-        let pending = store.undelivered_mission_events(10).await.unwrap();
+        let pending = store.undelivered_mission_events(0, 10).await.unwrap();
         let kinds: Vec<(&str, &str)> = pending
             .iter()
             .map(|e| (e.kind.as_str(), e.envelope["mission_id"].as_str().unwrap()))
@@ -185,7 +185,7 @@ async fn the_outbox_delivers_queued_events_in_order_across_reopen() {
         store.close();
     }
     let store = open(&dir);
-    let pending = store.undelivered_mission_events(10).await.unwrap();
+    let pending = store.undelivered_mission_events(0, 10).await.unwrap();
     assert_eq!(pending.len(), 1);
     assert_eq!(pending[0].kind, "mission.progress");
     // A state change refused by a compare-and-set appends nothing.
@@ -201,7 +201,10 @@ async fn the_outbox_delivers_queued_events_in_order_across_reopen() {
         )
         .await;
     assert!(matches!(stale, Err(StoreError::Rejected(_))), "{stale:?}");
-    assert_eq!(store.undelivered_mission_events(10).await.unwrap().len(), 1);
+    assert_eq!(
+        store.undelivered_mission_events(0, 10).await.unwrap().len(),
+        1
+    );
     assert_eq!(store.active_missions().await.unwrap().len(), 2);
     assert!(matches!(
         store
