@@ -345,7 +345,8 @@ impl Link {
         let Some(token) = lock(&self.token).clone() else {
             return Served::TokenRefused;
         };
-        let connect = tokio_tungstenite::connect_async(self.ws_url(&token));
+        // Small frames go out at once (no Nagle delay waiting for an ACK).
+        let connect = tokio_tungstenite::connect_async_with_config(self.ws_url(&token), None, true);
         let (mut ws, _) = tokio::select! {
             r = connect => match r {
                 Ok(ok) => ok,
