@@ -431,6 +431,7 @@ impl Missions {
                 env: &env,
                 timeout: target.timeout,
                 confine: policy,
+                max_output: target.max_output,
                 marker: &format!("mission-{}", rec.checkpoint_id),
             })
             .await;
@@ -827,6 +828,7 @@ fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
         Ok(ShimStatus::Exited { code }) => Outcome::exit_code(code),
         Ok(ShimStatus::Signaled { signal }) => Outcome::signal(signal),
         Ok(ShimStatus::TimedOut) => Outcome::TimedOut,
+        Ok(ShimStatus::OutputLimit) => Outcome::OutputLimit,
         Ok(ShimStatus::Cancelled) => Outcome::Cancelled,
         Ok(ShimStatus::NotStarted { error }) => {
             Outcome::infrastructure("program_not_started", Some(error))

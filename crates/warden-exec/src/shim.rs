@@ -34,6 +34,8 @@ pub enum ShimStatus {
         signal: i32,
     },
     TimedOut,
+    /// The program printed more than the output cap; its group was killed.
+    OutputLimit,
     /// SIGTERM to the shim (an operator's kill).
     Cancelled,
     /// The program could not be started.
@@ -75,6 +77,8 @@ pub struct ShimRequest {
     pub argv: Vec<String>,
     pub timeout: Duration,
     pub grace: Duration,
+    /// Bytes of output kept; past them the program's group is killed.
+    pub max_output: u64,
 }
 
 fn write_status(dir: &Path, status: &ShimStatus) -> std::io::Result<()> {
@@ -168,15 +172,26 @@ fn shim(req: &ShimRequest) -> Result<ShimStatus, String> {
     // Output: terminal → file, until the last slave closes (EIO).
     let master_read = File::from(pty.master.try_clone().map_err(|e| e.to_string())?);
     let (copied_tx, copied_rx) = mpsc::channel::<()>();
+    let (capped_tx, capped_rx) = mpsc::channel::<()>();
+    let cap = req.max_output;
     let copier = std::thread::spawn(move || {
         let mut master_read = master_read;
         let mut buf = [0u8; 16 * 1024];
+        let mut total: u64 = 0;
         loop {
             match master_read.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
-                    if output.write_all(&buf[..n]).is_err() {
+                    // Exactly the cap is kept; the rest is read and dropped
+                    // so the program never blocks on a full terminal.
+                    let room = usize::try_from(cap.saturating_sub(total)).unwrap_or(usize::MAX);
+                    let keep = n.min(room);
+                    if keep > 0 && output.write_all(&buf[..keep]).is_err() {
                         break;
+                    }
+                    total += n as u64;
+                    if total > cap {
+                        let _ = capped_tx.send(());
                     }
                 }
             }
@@ -225,6 +240,11 @@ fn shim(req: &ShimRequest) -> Result<ShimStatus, String> {
         }
         if cause.is_none() && sig_rx.try_recv().is_ok() {
             cause = Some(ShimStatus::Cancelled);
+        }
+        if cause.is_none() && capped_rx.try_recv().is_ok() {
+            cause = Some(ShimStatus::OutputLimit);
+            // Killed at once, as the supervisor does past the cap.
+            let _ = killpg(group, Signal::SIGKILL);
         }
         if cause.is_none() && Instant::now() >= deadline {
             cause = Some(ShimStatus::TimedOut);
@@ -321,6 +341,8 @@ pub struct Launch<'a> {
     pub timeout: Duration,
     /// Confined tier: the program runs through `warden sandbox-exec`.
     pub confine: Option<&'a warden_core::Policy>,
+    /// Output cap, bytes.
+    pub max_output: u64,
     /// Shown to the run as `WARDEN_RUN_ID`.
     pub marker: &'a str,
 }
@@ -363,6 +385,8 @@ impl ShimLauncher {
             .arg(format!("{}", l.timeout.as_secs_f64()))
             .arg("--grace")
             .arg(format!("{}", self.grace.as_secs_f64()))
+            .arg("--max-output")
+            .arg(l.max_output.to_string())
             .arg("--")
             .args(&argv)
             .current_dir(l.cwd)

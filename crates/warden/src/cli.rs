@@ -57,6 +57,9 @@ pub struct ShimArgs {
     /// Seconds between SIGTERM and SIGKILL.
     #[arg(long, default_value_t = 5.0)]
     pub grace: f64,
+    /// Output bytes kept; past them the program is killed.
+    #[arg(long, default_value_t = 64 << 20)]
+    pub max_output: u64,
     /// The program and its arguments.
     #[arg(last = true, required = true)]
     pub argv: Vec<String>,

@@ -38,6 +38,7 @@ fn main() -> ExitCode {
                 argv: args.argv,
                 timeout: std::time::Duration::from_secs_f64(args.timeout.max(0.001)),
                 grace: std::time::Duration::from_secs_f64(args.grace.max(0.0)),
+                max_output: args.max_output,
             });
             return ExitCode::from(u8::try_from(code).unwrap_or(1));
         }

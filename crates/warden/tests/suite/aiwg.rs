@@ -624,3 +624,30 @@ async fn a_mission_that_ends_while_the_server_is_down_reports_its_real_end() {
     assert!(events.iter().all(|(_, e, _)| e != "mission.resumed"));
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_mission_past_its_output_cap_is_killed_and_says_so() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(dir.path(), "[runs]\ndefault_max_output_bytes = 4096\n");
+    let (server, exec) = connected(dir.path(), &peer).await;
+    peer.dispatch(&server.base, &exec, "s", dispatch_body("m-loud", "yes"))
+        .await;
+    let frames = peer
+        .wait_for(WAIT, "m-loud to end", |f| ended(f, "m-loud"))
+        .await;
+    let events = mission_events(&frames, "m-loud");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.failed", "{events:?}");
+    assert_eq!(data["reason"], "output_limit");
+    // Exactly the cap was kept.
+    let missions = dir.path().join(".warden/missions");
+    let run = std::fs::read_dir(&missions)
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(std::fs::metadata(run.join("output")).unwrap().len(), 4096);
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
