@@ -213,6 +213,7 @@ impl Missions {
             prompts.remove(&id);
             (id, dir)
         };
+        let _ = std::fs::remove_file(prompt_file(&dir));
         warden_exec::shim::write_stdin(&dir, format!("{text}\n").as_bytes())
             .map_err(|e| format!("writing the answer to mission {id}: {e}"))?;
         let event = Event::Progress {
@@ -242,6 +243,7 @@ impl Missions {
     /// (a new id for each new prompt), the mission waits for a human.
     async fn raise(&self, id: &MissionId, prompt: String, context: &str) {
         let hitl_id = format!("hitl-{}", uuid::Uuid::now_v7());
+        let prompt_text = prompt.clone();
         let event = Event::HitlRequired {
             hitl_id: hitl_id.clone(),
             prompt,
@@ -272,6 +274,14 @@ impl Missions {
         };
         match saved {
             Ok(_) => {
+                // Kept beside the run, so the prompt outlives a restart.
+                if let Some(dir) = lock(&self.live).get(id).map(|(_, d)| d.clone()) {
+                    let open =
+                        json!({"hitl_id": hitl_id, "prompt": prompt_text, "context": context});
+                    if let Err(e) = std::fs::write(prompt_file(&dir), open.to_string()) {
+                        tracing::warn!(mission = %id, error = %e, "cannot keep the open prompt");
+                    }
+                }
                 lock(&self.prompts).insert(id.clone(), hitl_id);
                 self.link.events_appended();
             }
@@ -284,6 +294,9 @@ impl Missions {
     async fn withdraw(&self, id: &MissionId, chunks: u64, last_line: &str) {
         if lock(&self.prompts).remove(id).is_none() {
             return;
+        }
+        if let Some(dir) = lock(&self.live).get(id).map(|(_, d)| d.clone()) {
+            let _ = std::fs::remove_file(prompt_file(&dir));
         }
         let event = Event::Progress {
             phase: "execution".into(),
@@ -594,6 +607,10 @@ impl Missions {
                 continue;
             }
             let len = std::fs::metadata(ShimFiles::output(&dir)).map_or(0, |m| m.len());
+            // A prompt still open when the last server stopped stays open.
+            if let Some((hitl_id, _, _)) = open_prompt(&dir) {
+                lock(&self.prompts).insert(m.id.clone(), hitl_id);
+            }
             self.attach(m.id.clone(), shim, dir, len);
         }
         Ok(())
@@ -655,6 +672,34 @@ impl Missions {
                     (resumed.name().into(), env),
                 )
                 .await?;
+            // Waiting for a human when it was suspended: offered again,
+            // under the same id (an answer to it still counts).
+            let dir = lock(&self.live).get(&m.id).map(|(_, d)| d.clone());
+            let open = dir.as_deref().and_then(open_prompt);
+            let still = open
+                .as_ref()
+                .is_some_and(|(h, _, _)| lock(&self.prompts).get(&m.id) == Some(h));
+            if let (Some((hitl_id, prompt, context)), true) = (open, still) {
+                let event = Event::HitlRequired {
+                    hitl_id,
+                    prompt,
+                    context,
+                    expires_at: None,
+                };
+                let env = self.envelope(&m.id, &event);
+                let only_running = MissionUpdate {
+                    only_from: Some(MissionState::Running),
+                    ..MissionUpdate::default()
+                };
+                self.store
+                    .transition_mission(
+                        m.id.clone(),
+                        MissionState::HitlRequired,
+                        only_running,
+                        (event.name().into(), env),
+                    )
+                    .await?;
+            }
         }
         Ok(())
     }
@@ -835,4 +880,22 @@ fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
         }
         Err(e) => Outcome::infrastructure("shim_status_unreadable", Some(e)),
     })
+}
+
+/// Where a run keeps its open prompt.
+fn prompt_file(dir: &Path) -> PathBuf {
+    dir.join("prompt.json")
+}
+
+/// The open prompt kept beside a run: id, text, context.
+fn open_prompt(dir: &Path) -> Option<(String, String, Option<String>)> {
+    let v: Value = serde_json::from_slice(&std::fs::read(prompt_file(dir)).ok()?).ok()?;
+    Some((
+        v["hitl_id"].as_str()?.to_owned(),
+        v["prompt"].as_str()?.to_owned(),
+        v["context"]
+            .as_str()
+            .filter(|c| !c.is_empty())
+            .map(str::to_owned),
+    ))
 }

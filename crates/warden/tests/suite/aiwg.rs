@@ -529,7 +529,11 @@ async fn a_mission_is_suspended_at_shutdown_and_resumed_after_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     let (mut server, exec) = connected(dir.path(), &peer).await;
     // Long-running: this executor is resumable, so it is taken.
-    let mut body = dispatch_body("m-live", "sleep 1.5; echo done");
+    // Runs until the test creates `go` beside it (in the workspace).
+    let mut body = dispatch_body(
+        "m-live",
+        "while [ ! -e go ]; do sleep 0.05; done; echo done",
+    );
     body["long_running"] = serde_json::json!(true);
     let (code, answer) = peer.dispatch(&server.base, &exec, "s", body).await;
     assert_eq!(code, 202, "{answer}");
@@ -547,6 +551,13 @@ async fn a_mission_is_suspended_at_shutdown_and_resumed_after_a_restart() {
     assert_eq!(peer.deregistrations(), std::slice::from_ref(&exec));
 
     let _server = serve_with(dir.path(), &peer);
+    peer.wait_for(WAIT, "m-live resumed", |f| {
+        mission_events(f, "m-live")
+            .iter()
+            .any(|(c, e, _)| *c == 2 && e == "mission.resumed")
+    })
+    .await;
+    std::fs::write(dir.path().join("go"), "").unwrap();
     let frames = peer
         .wait_for(WAIT, "m-live to end after the restart", |f| {
             ended(f, "m-live")
@@ -649,5 +660,67 @@ async fn a_mission_past_its_output_cap_is_killed_and_says_so() {
         .unwrap()
         .path();
     assert_eq!(std::fs::metadata(run.join("output")).unwrap().len(), 4096);
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_prompt_open_at_shutdown_is_offered_again_after_the_restart() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, exec) = connected(dir.path(), &peer).await;
+    let objective = "printf 'Proceed? [y/N] '; read a; echo \"got $a\"";
+    peer.dispatch(&server.base, &exec, "s", dispatch_body("m-wait", objective))
+        .await;
+    let frames = peer
+        .wait_for(WAIT, "the prompt", |f| {
+            lifecycle(f, "m-wait").contains(&"mission.hitl_required".to_owned())
+        })
+        .await;
+    let first = mission_events(&frames, "m-wait")
+        .into_iter()
+        .find(|(_, e, _)| e == "mission.hitl_required")
+        .unwrap()
+        .2;
+    terminate(&mut server).await;
+    let _server = serve_with(dir.path(), &peer);
+    // Resumed, then the same prompt offered again under the same id.
+    let frames = peer
+        .wait_for(WAIT, "the prompt offered again", |f| {
+            mission_events(f, "m-wait")
+                .iter()
+                .any(|(c, e, _)| *c == 2 && e == "mission.hitl_required")
+        })
+        .await;
+    let again: Vec<(String, Value)> = mission_events(&frames, "m-wait")
+        .into_iter()
+        .filter(|(c, _, _)| *c == 2)
+        .map(|(_, e, d)| (e, d))
+        .collect();
+    let names: Vec<&str> = again.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "mission.reconnected",
+            "mission.resumed",
+            "mission.hitl_required"
+        ]
+    );
+    assert_eq!(again[2].1["hitl_id"], first["hitl_id"]);
+    assert_eq!(again[2].1["prompt"], "Proceed? [y/N]");
+    let (_, st) = peer.mission_status(&_server.base, "", "m-wait").await;
+    assert_eq!(st["state"], "hitl-required");
+    peer.send(serde_json::json!({
+        "event": "mission.hitl_responded", "executor_id": exec, "mission_id": "m-wait",
+        "ts": "2026-11-30T07:00:00.000Z",
+        "data": {"hitl_id": first["hitl_id"], "response": "y"}
+    }))
+    .unwrap();
+    let frames = peer
+        .wait_for(WAIT, "m-wait to end", |f| ended(f, "m-wait"))
+        .await;
+    let events = mission_events(&frames, "m-wait");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.completed", "{events:?}");
+    assert_eq!(data["summary"], "got y");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
