@@ -130,6 +130,19 @@ fn load(c: &Connection, id: &str) -> Result<Option<MissionRecord>, StoreError> {
         .transpose()
 }
 
+/// `seq, kind, body` of an events row.
+fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, String, String)> {
+    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+}
+
+fn mission_event((seq, kind, body): (i64, String, String)) -> Result<MissionEvent, StoreError> {
+    Ok(MissionEvent {
+        seq: seq as u64,
+        kind,
+        envelope: serde_json::from_str(&body)?,
+    })
+}
+
 impl Store {
     /// Records a dispatched mission (state `assigned`) with its first event,
     /// in one transaction, unless a mission with that id exists already.
@@ -288,22 +301,8 @@ impl Store {
                     ORDER BY seq DESC LIMIT ?2
                  ) ORDER BY seq",
             )?;
-            let rows = stmt.query_map(params![id.as_str(), n], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            rows.map(|r| {
-                let (seq, kind, body) = r?;
-                Ok(MissionEvent {
-                    seq: seq as u64,
-                    kind,
-                    envelope: serde_json::from_str(&body)?,
-                })
-            })
-            .collect()
+            let rows = stmt.query_map(params![id.as_str(), n], event_row)?;
+            rows.map(|r| mission_event(r?)).collect()
         })
         .await
     }
@@ -328,22 +327,8 @@ impl Store {
                  ORDER BY seq LIMIT ?2",
             )?;
             let from = delivered.max(i64::try_from(after).unwrap_or(i64::MAX));
-            let rows = stmt.query_map(params![from, limit], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            })?;
-            rows.map(|r| {
-                let (seq, kind, body) = r?;
-                Ok(MissionEvent {
-                    seq: seq as u64,
-                    kind,
-                    envelope: serde_json::from_str(&body)?,
-                })
-            })
-            .collect()
+            let rows = stmt.query_map(params![from, limit], event_row)?;
+            rows.map(|r| mission_event(r?)).collect()
         })
         .await
     }

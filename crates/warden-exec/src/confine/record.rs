@@ -86,30 +86,26 @@ impl Record {
     /// Reads the record without removing it; `None` if there is none or its
     /// file is still empty.
     pub fn read(path: &Path) -> Option<Result<Self, String>> {
-        let text = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(nix::libc::O_NOFOLLOW)
-            .open(path)
-            .and_then(|mut f| {
-                let mut t = Vec::new();
-                f.read_to_end(&mut t).map(|_| t)
-            })
-            .ok()?;
-        if text.is_empty() {
-            return None;
-        }
-        Some(serde_json::from_slice(&text).map_err(|e| format!("unreadable record: {e}")))
+        Self::load(path, false)
     }
 
     /// Reads and removes the record; `None` if there is none, or if its file
     /// is still empty (the helper was killed before it could write it).
     pub fn take(path: &Path) -> Option<Result<Self, String>> {
+        Self::load(path, true)
+    }
+
+    /// Opens the record (never through a symlink), removing it once opened
+    /// when `remove`, and parses it.
+    fn load(path: &Path, remove: bool) -> Option<Result<Self, String>> {
         let mut f = fs::OpenOptions::new()
             .read(true)
             .custom_flags(nix::libc::O_NOFOLLOW)
             .open(path)
             .ok()?;
-        let _ = fs::remove_file(path);
+        if remove {
+            let _ = fs::remove_file(path);
+        }
         let mut text = Vec::new();
         if let Err(e) = f.read_to_end(&mut text) {
             return Some(Err(format!("reading {}: {e}", path.display())));

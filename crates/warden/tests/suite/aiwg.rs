@@ -226,6 +226,14 @@ fn dispatch_body(id: &str, objective: &str) -> Value {
     })
 }
 
+/// Waits for `mission.started` of `mission`.
+async fn wait_started(peer: &Peer, mission: &str) {
+    peer.wait_for(WAIT, &format!("{mission} to start"), |f| {
+        lifecycle(f, mission).contains(&"mission.started".to_owned())
+    })
+    .await;
+}
+
 /// A registered, connected server and its executor id.
 async fn connected(dir: &std::path::Path, peer: &Peer) -> (Server, String) {
     let server = serve_with(dir, peer);
@@ -317,10 +325,7 @@ async fn dispatched_missions_report_their_whole_life() {
         dispatch_body("m-kill", "sleep 30"),
     )
     .await;
-    peer.wait_for(WAIT, "m-kill to start", |f| {
-        lifecycle(f, "m-kill").contains(&"mission.started".to_owned())
-    })
-    .await;
+    wait_started(&peer, "m-kill").await;
     let resp = server
         .client
         .delete(server.url("/api/v1/missions/m-kill"))
@@ -537,10 +542,7 @@ async fn a_mission_is_suspended_at_shutdown_and_resumed_after_a_restart() {
     body["long_running"] = serde_json::json!(true);
     let (code, answer) = peer.dispatch(&server.base, &exec, "s", body).await;
     assert_eq!(code, 202, "{answer}");
-    peer.wait_for(WAIT, "m-live to start", |f| {
-        lifecycle(f, "m-live").contains(&"mission.started".to_owned())
-    })
-    .await;
+    wait_started(&peer, "m-live").await;
     terminate(&mut server).await;
     // Suspended (its shim goes on), delivered, then deregistered.
     let events = mission_events(&peer.received(), "m-live");
@@ -596,10 +598,7 @@ async fn a_mission_that_ends_while_the_server_is_down_reports_its_real_end() {
         dispatch_body("m-gone", "sleep 0.3; exit 4"),
     )
     .await;
-    peer.wait_for(WAIT, "m-gone to start", |f| {
-        lifecycle(f, "m-gone").contains(&"mission.started".to_owned())
-    })
-    .await;
+    wait_started(&peer, "m-gone").await;
     terminate(&mut server).await;
     // Wait until its shim recorded the end, while no server runs.
     let missions = dir.path().join(".warden/missions");

@@ -51,35 +51,47 @@ fn refused_write(stderr: &str) -> bool {
 /// `warden run --json [--confine PROFILE] --cwd ws -- argv`; returns the
 /// outcome line and the run's stderr.
 fn run(dirs: &Dirs, profile: Option<&str>, argv: &[&str]) -> (Value, String) {
+    stream_and_outcome(&run_output(dirs, profile, argv), "stderr")
+}
+
+/// Like [`run`], with the run's stdout.
+fn run_stdout(dirs: &Dirs, profile: Option<&str>, argv: &[&str]) -> (Value, String) {
+    stream_and_outcome(&run_output(dirs, profile, argv), "stdout")
+}
+
+fn run_output(dirs: &Dirs, profile: Option<&str>, argv: &[&str]) -> Output {
     let mut cmd = warden(dirs.path());
     cmd.args(["run", "--json", "--cwd"]).arg(dirs.ws());
     if let Some(p) = profile {
         cmd.args(["--confine", p]);
     }
-    let out = cmd
-        .arg("--")
+    cmd.arg("--")
         .args(argv)
         .stdin(Stdio::null())
         .output()
-        .unwrap();
-    outcome_of(&out)
+        .unwrap()
 }
 
 fn outcome_of(out: &Output) -> (Value, String) {
-    let mut stderr = String::new();
+    stream_and_outcome(out, "stderr")
+}
+
+/// The outcome of a `warden run --json` and the text of one of its streams.
+fn stream_and_outcome(out: &Output, stream: &str) -> (Value, String) {
+    let mut text = String::new();
     let mut outcome = Value::Null;
     for line in String::from_utf8_lossy(&out.stdout).lines() {
         let v: Value = serde_json::from_str(line).unwrap();
         match v["type"].as_str() {
-            Some("output") if v["stream"] == "stderr" => {
-                stderr.push_str(v["text"].as_str().unwrap_or(""))
+            Some("output") if v["stream"] == stream => {
+                text.push_str(v["text"].as_str().unwrap_or(""))
             }
             Some("outcome") => outcome = v["outcome"].clone(),
             _ => {}
         }
     }
     assert!(!outcome.is_null(), "no outcome: {out:?}");
-    (outcome, stderr)
+    (outcome, text)
 }
 
 const COMPLETED: fn() -> Value = || json!({"status": "completed"});
@@ -234,29 +246,6 @@ fn a_confined_run_cannot_type_into_a_terminal_or_use_the_x32_abi() {
         out,
         "Operation not permitted\nOperation not permitted\nFunction not implemented\n"
     );
-}
-
-/// Like [`run`], with the run's stdout.
-fn run_stdout(dirs: &Dirs, profile: Option<&str>, argv: &[&str]) -> (Value, String) {
-    let mut cmd = warden(dirs.path());
-    cmd.args(["run", "--json", "--cwd"]).arg(dirs.ws());
-    if let Some(p) = profile {
-        cmd.args(["--confine", p]);
-    }
-    let out = cmd
-        .arg("--")
-        .args(argv)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    let mut stdout = String::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        let v: Value = serde_json::from_str(line).unwrap();
-        if v["type"] == "output" && v["stream"] == "stdout" {
-            stdout.push_str(v["text"].as_str().unwrap_or(""));
-        }
-    }
-    (outcome_of(&out).0, stdout)
 }
 
 #[test]
