@@ -178,6 +178,16 @@ impl Peer {
         }
     }
 
+    /// How many frames of `event` arrived (cheaper than a copy of them all).
+    pub fn count(&self, event: &str) -> usize {
+        self.shared
+            .lock()
+            .received
+            .iter()
+            .filter(|r| r.frame["event"] == event)
+            .count()
+    }
+
     /// How many missions have ended (a terminal event arrived).
     pub fn ended_count(&self) -> usize {
         self.shared.lock().ended.len()

@@ -6,16 +6,19 @@
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use warden_core::confine::Isolation;
 use warden_core::{FailureKind, MissionId, MissionState, Outcome, Timestamp};
-use warden_exec::shim::{DirWatch, Launch, Launched, ShimFiles, ShimLauncher, ShimStatus};
-use warden_store::{Dispatched, MissionRecord, MissionUpdate, Store, StoreError};
+use warden_exec::dirwatch::DirWatch;
+use warden_exec::shim::{Launch, Launched, ShimFiles, ShimLauncher, ShimStatus};
+use warden_store::{Dispatched, MissionRecord, MissionUpdate, Resume, Store, StoreError};
 
 use crate::link::Link;
 use crate::wire::{AbortedBy, DispatchPayload, DispatchResponse, Event, Inbound};
@@ -108,13 +111,28 @@ pub struct Missions {
     runs_dir: PathBuf,
     resolve: Resolve,
     /// The shims of missions being watched.
-    live: Mutex<HashMap<MissionId, (Launched, PathBuf)>>,
+    live: Mutex<HashMap<MissionId, Live>>,
     /// Stops the watchers when the server goes down (the shims go on).
     stop: CancellationToken,
     /// Missions an operator asked to abort.
     aborting: Mutex<HashSet<MissionId>>,
     /// The open prompt of each mission waiting for a human: its id.
     prompts: Mutex<HashMap<MissionId, String>>,
+}
+
+/// A mission whose shim is being watched.
+#[derive(Clone)]
+struct Live {
+    shim: Launched,
+    dir: PathBuf,
+    /// Wakes its watcher (its shim died, or it was resumed).
+    wake: Arc<Notify>,
+    /// How far its output has been read and acted on, kept beside the run
+    /// at shutdown so the next server reads on from there.
+    scanned: Arc<AtomicU64>,
+    /// Re-attached after a restart and not resumed yet: its output waits
+    /// (no progress or prompt of a suspended mission is reported).
+    held: Arc<AtomicBool>,
 }
 
 /// The longest answer accepted (a terminal line holds 4095 bytes).
@@ -152,6 +170,7 @@ impl Missions {
     /// Routes the link's inbound events here, and has each new connection
     /// resume the suspended missions.
     pub fn listen(self: &Arc<Self>) {
+        self.sweep();
         let resumer = Arc::downgrade(self);
         self.link.on_connect(Arc::new(move || {
             let this = resumer.upgrade();
@@ -207,11 +226,16 @@ impl Missions {
             else {
                 return Err(format!("no open prompt {hitl_id}"));
             };
-            let Some(dir) = lock(&self.live).get(&id).map(|(_, d)| d.clone()) else {
+            let Some(live) = lock(&self.live).get(&id).cloned() else {
                 return Err(format!("mission {id} has no live run"));
             };
+            if live.held.load(Ordering::Acquire) {
+                return Err(format!(
+                    "mission {id} is suspended; its prompt can be answered once it is resumed"
+                ));
+            }
             prompts.remove(&id);
-            (id, dir)
+            (id, live.dir)
         };
         let _ = std::fs::remove_file(prompt_file(&dir));
         warden_exec::shim::write_stdin(&dir, format!("{text}\n").as_bytes())
@@ -275,7 +299,7 @@ impl Missions {
         match saved {
             Ok(_) => {
                 // Kept beside the run, so the prompt outlives a restart.
-                if let Some(dir) = lock(&self.live).get(id).map(|(_, d)| d.clone()) {
+                if let Some(dir) = self.dir_of(id) {
                     let open =
                         json!({"hitl_id": hitl_id, "prompt": prompt_text, "context": context});
                     if let Err(e) = std::fs::write(prompt_file(&dir), open.to_string()) {
@@ -295,7 +319,7 @@ impl Missions {
         if lock(&self.prompts).remove(id).is_none() {
             return;
         }
-        if let Some(dir) = lock(&self.live).get(id).map(|(_, d)| d.clone()) {
+        if let Some(dir) = self.dir_of(id) {
             let _ = std::fs::remove_file(prompt_file(&dir));
         }
         let event = Event::Progress {
@@ -320,6 +344,11 @@ impl Missions {
             Ok(_) => self.link.events_appended(),
             Err(e) => tracing::warn!(mission = %id, error = %e, "cannot record a withdrawn prompt"),
         }
+    }
+
+    /// The run directory of a watched mission.
+    fn dir_of(&self, id: &MissionId) -> Option<PathBuf> {
+        lock(&self.live).get(id).map(|l| l.dir.clone())
     }
 
     fn envelope(&self, id: &MissionId, event: &Event) -> Value {
@@ -483,35 +512,69 @@ impl Missions {
             ShimLauncher::stop(launched);
             return Err(store_down(e));
         }
-        self.attach(rec.id.clone(), launched, dir, 0);
+        self.attach(rec.id.clone(), launched, dir, 0, false);
         Ok(answer)
     }
 
-    /// Watches a mission's shim from output offset `offset`.
-    fn attach(self: &Arc<Self>, id: MissionId, shim: Launched, dir: PathBuf, offset: u64) {
-        lock(&self.live).insert(id.clone(), (shim, dir.clone()));
+    /// Watches a mission's shim from output offset `offset`; `held`: a
+    /// suspended mission's output is read only once it is resumed.
+    fn attach(
+        self: &Arc<Self>,
+        id: MissionId,
+        shim: Launched,
+        dir: PathBuf,
+        offset: u64,
+        held: bool,
+    ) {
+        let live = Live {
+            shim,
+            dir,
+            wake: Arc::new(Notify::new()),
+            scanned: Arc::new(AtomicU64::new(offset)),
+            held: Arc::new(AtomicBool::new(held)),
+        };
+        lock(&self.live).insert(id.clone(), live.clone());
         let this = Arc::clone(self);
-        tokio::spawn(async move { this.watch(id, shim, dir, offset).await });
+        tokio::spawn(async move { this.watch(id, live).await });
     }
 
     /// Follows a mission's shim: progress and prompts while output flows,
     /// then its end. Returns without recording anything when the server
     /// stops (the mission is suspended, its shim goes on).
-    async fn watch(self: Arc<Self>, id: MissionId, shim: Launched, dir: PathBuf, mut offset: u64) {
+    async fn watch(self: Arc<Self>, id: MissionId, live: Live) {
+        let Live {
+            shim,
+            dir,
+            wake,
+            scanned,
+            held,
+        } = live;
+        let mut offset = scanned.load(Ordering::Acquire);
         let mut chunks: u64 = 0;
         let mut last_line = String::new();
         let mut prompts = PromptWatch::default();
-        // The prompt text last offered, so a repeat is not a new prompt.
-        let mut offered: Option<String> = None;
+        // The prompt text last offered (one kept from before a restart
+        // too), so a repeat is not a new prompt.
+        let mut offered: Option<String> = open_prompt(&dir).map(|(_, p, _)| p);
         let mut last_sent: Option<Instant> = None;
         let mut unsent = false;
-        let mut dirwatch = DirWatch::new(&dir).ok();
+        let dirwatch = self.launcher.watcher.watch(&dir).ok();
+        let mut was_held = held.load(Ordering::Acquire);
         let outcome = loop {
             // The server is going down: the mission is suspended, not ended.
             if self.stop.is_cancelled() {
                 return;
             }
-            let data = read_from(&ShimFiles::output(&dir), &mut offset);
+            let data = if held.load(Ordering::Acquire) {
+                Vec::new()
+            } else {
+                if was_held {
+                    // Resumed: its prompt was offered again or dropped.
+                    was_held = false;
+                    offered = open_prompt(&dir).map(|(_, p, _)| p);
+                }
+                read_from(&ShimFiles::output(&dir), &mut offset)
+            };
             if !data.is_empty() {
                 chunks += 1;
                 if let Some(line) = last_line_of(&data) {
@@ -532,6 +595,8 @@ impl Missions {
                         tracing::info!(mission = %id, prompt = %p, "a prompt for a secret is not offered");
                     }
                 }
+                // Acted on: a restart reads on from here.
+                scanned.store(offset, Ordering::Release);
                 let due = last_sent.map(|t| t + PROGRESS_EVERY);
                 if due.is_none_or(|d| Instant::now() >= d) {
                     self.progress(&id, chunks, &last_line).await;
@@ -553,9 +618,9 @@ impl Missions {
             }
             let next_due = last_sent.map(|t| t + PROGRESS_EVERY);
             tokio::select! {
-                r = changed(&mut dirwatch) => { if r.is_err() { dirwatch = None; } }
-                // Liveness of the shim, in case it died without a status.
-                () = tokio::time::sleep(Duration::from_secs(1)) => {}
+                () = changed(dirwatch.as_ref()) => {}
+                // Its shim died (the liveness sweep), or it was resumed.
+                () = wake.notified() => {}
                 () = sleep_until(next_due), if unsent => {
                     self.progress(&id, chunks, &last_line).await;
                     last_sent = Some(Instant::now());
@@ -584,8 +649,9 @@ impl Missions {
 
     /// At start: every mission the last server left is checked for the
     /// truth. Ended while the server was down: its real end is recorded.
-    /// Shim still alive (same pid and start time): watched again. Neither:
-    /// failed, its shim is gone.
+    /// Shim still alive (same pid and start time): watched again, its
+    /// output read on from where the last server stopped once it is
+    /// resumed. Neither: failed, its shim is gone.
     pub async fn recover(self: &Arc<Self>) -> Result<(), StoreError> {
         for m in self.store.active_missions().await? {
             let (Some(dir), Some((pid, start))) = (m.run_dir.as_ref().map(PathBuf::from), m.shim)
@@ -607,19 +673,66 @@ impl Missions {
                 continue;
             }
             let len = std::fs::metadata(ShimFiles::output(&dir)).map_or(0, |m| m.len());
+            // Where the last server stopped reading (after a crash it left
+            // no mark: what came before now is not reported).
+            let offset = read_scanned(&dir).filter(|o| *o <= len).unwrap_or(len);
             // A prompt still open when the last server stopped stays open.
             if let Some((hitl_id, _, _)) = open_prompt(&dir) {
                 lock(&self.prompts).insert(m.id.clone(), hitl_id);
             }
-            self.attach(m.id.clone(), shim, dir, len);
+            let held = m.state == MissionState::Suspended;
+            self.attach(m.id.clone(), shim, dir, offset, held);
         }
         Ok(())
     }
 
+    /// Wakes the watcher of each mission whose shim died, once a second
+    /// (a shim killed outright leaves no status file for inotify to see).
+    fn sweep(self: &Arc<Self>) {
+        let this = Arc::downgrade(self);
+        let stop = self.stop.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_secs(1));
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => {}
+                    () = stop.cancelled() => return,
+                }
+                let Some(live) = this.upgrade().map(|t| {
+                    lock(&t.live)
+                        .values()
+                        .map(|l| (l.shim, Arc::clone(&l.wake)))
+                        .collect::<Vec<_>>()
+                }) else {
+                    return;
+                };
+                // Thousands of /proc reads: off the runtime's threads.
+                let _ = tokio::task::spawn_blocking(move || {
+                    for (shim, wake) in live {
+                        if !warden_exec::shim::process_alive(shim.pid, shim.start) {
+                            wake.notify_one();
+                        }
+                    }
+                })
+                .await;
+            }
+        });
+    }
+
     /// The server is going down: watchers stop, every live mission is
     /// `suspended` (its shim goes on), one that just ended gets its end.
+    /// How far each one's output was read is kept beside its run.
     pub async fn suspend_all(&self) -> Result<(), StoreError> {
         self.stop.cancel();
+        let marks: Vec<(PathBuf, u64)> = lock(&self.live)
+            .values()
+            .map(|l| (l.dir.clone(), l.scanned.load(Ordering::Acquire)))
+            .collect();
+        for (dir, offset) in marks {
+            if let Err(e) = write_scanned(&dir, offset) {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot keep how far a mission's output was read");
+            }
+        }
         for m in self.store.active_missions().await? {
             let shim = m.shim.map(|(pid, start)| Launched { pid, start });
             let ended = match (&m.run_dir, shim) {
@@ -644,63 +757,77 @@ impl Missions {
 
     /// On every new connection, after the resync: each suspended mission
     /// whose shim is being watched again is `reconnected` (its checkpoint)
-    /// and `resumed`, logged (and so delivered, in order, even if this
-    /// connection drops first).
+    /// and `resumed` (and its prompt offered again if the program still
+    /// waits on it), all logged in one transaction (and so delivered, in
+    /// order, even if this connection drops first). Then their output is
+    /// read on from where the last server stopped.
     pub async fn resume_suspended(&self) -> Result<(), StoreError> {
+        let mut batch = Vec::new();
+        let mut woken = Vec::new();
         for m in self.store.active_missions().await? {
-            if m.state != MissionState::Suspended || !lock(&self.live).contains_key(&m.id) {
+            if m.state != MissionState::Suspended {
                 continue;
             }
+            let Some(live) = lock(&self.live).get(&m.id).cloned() else {
+                continue;
+            };
             let reconnected = Event::Reconnected {
                 checkpoint_id: m.checkpoint_id.clone(),
             };
-            let env = self.envelope(&m.id, &reconnected);
-            self.store
-                .append_mission_event(m.id.clone(), reconnected.name().into(), env)
-                .await?;
-            let resumed = Event::Resumed;
-            let env = self.envelope(&m.id, &resumed);
-            let only_suspended = MissionUpdate {
-                only_from: Some(MissionState::Suspended),
-                ..MissionUpdate::default()
-            };
-            self.store
-                .transition_mission(
-                    m.id.clone(),
-                    MissionState::Running,
-                    only_suspended,
-                    (resumed.name().into(), env),
-                )
-                .await?;
-            // Waiting for a human when it was suspended: offered again,
-            // under the same id (an answer to it still counts).
-            let dir = lock(&self.live).get(&m.id).map(|(_, d)| d.clone());
-            let open = dir.as_deref().and_then(open_prompt);
-            let still = open
-                .as_ref()
-                .is_some_and(|(h, _, _)| lock(&self.prompts).get(&m.id) == Some(h));
-            if let (Some((hitl_id, prompt, context)), true) = (open, still) {
-                let event = Event::HitlRequired {
-                    hitl_id,
-                    prompt,
-                    context,
-                    expires_at: None,
-                };
-                let env = self.envelope(&m.id, &event);
-                let only_running = MissionUpdate {
-                    only_from: Some(MissionState::Running),
-                    ..MissionUpdate::default()
-                };
-                self.store
-                    .transition_mission(
-                        m.id.clone(),
-                        MissionState::HitlRequired,
-                        only_running,
-                        (event.name().into(), env),
-                    )
-                    .await?;
+            let mut events = vec![
+                (
+                    reconnected.name().to_owned(),
+                    self.envelope(&m.id, &reconnected),
+                ),
+                (
+                    Event::Resumed.name().to_owned(),
+                    self.envelope(&m.id, &Event::Resumed),
+                ),
+            ];
+            let mut to = MissionState::Running;
+            // Waiting for a human when it was suspended, and nothing
+            // printed since: offered again under the same id (an answer to
+            // it still counts). Output since: read on, it decides.
+            if let Some((hitl_id, prompt, context)) = open_prompt(&live.dir) {
+                let len = std::fs::metadata(ShimFiles::output(&live.dir)).map_or(0, |m| m.len());
+                let still = lock(&self.prompts).get(&m.id) == Some(&hitl_id)
+                    && len == live.scanned.load(Ordering::Acquire);
+                if still {
+                    let event = Event::HitlRequired {
+                        hitl_id,
+                        prompt,
+                        context,
+                        expires_at: None,
+                    };
+                    events.push((event.name().to_owned(), self.envelope(&m.id, &event)));
+                    to = MissionState::HitlRequired;
+                } else {
+                    lock(&self.prompts).remove(&m.id);
+                    let _ = std::fs::remove_file(prompt_file(&live.dir));
+                }
             }
+            batch.push(Resume {
+                id: m.id.clone(),
+                events,
+                to,
+            });
+            woken.push(live);
         }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let resumed: HashSet<MissionId> = self
+            .store
+            .resume_missions(batch)
+            .await?
+            .into_iter()
+            .collect();
+        self.link.events_appended();
+        for live in woken {
+            live.held.store(false, Ordering::Release);
+            live.wake.notify_one();
+        }
+        tracing::info!(missions = resumed.len(), "suspended missions resumed");
         Ok(())
     }
 
@@ -724,7 +851,7 @@ impl Missions {
         }
         // Suspended missions resume first (the diagram has no arrow from
         // suspended to aborted); one not watched here cannot be stopped.
-        let shim = lock(&self.live).get(&id).map(|(s, _)| *s);
+        let shim = lock(&self.live).get(&id).map(|l| l.shim);
         match shim {
             Some(shim) if rec.state != MissionState::Suspended => {
                 lock(&self.aborting).insert(id);
@@ -733,6 +860,29 @@ impl Missions {
             }
             _ => Ok(Abort::NotRunning(rec)),
         }
+    }
+
+    /// The newest missions (only those not ended when `active`), one
+    /// summary each: id, state, instance, objective, times, end.
+    pub async fn list(&self, active: bool, limit: u32) -> Result<Vec<Value>, StoreError> {
+        let missions = self.store.list_missions(active, limit).await?;
+        Ok(missions
+            .into_iter()
+            .map(|m| {
+                json!({
+                    "mission_id": m.id.to_string(),
+                    "state": m.state.as_str(),
+                    "instance": m.instance,
+                    "session_id": m.session_id,
+                    "objective": m.objective,
+                    "created_at": m.created_at.to_string(),
+                    "updated_at": m.updated_at.to_string(),
+                    "completed_at": m.completed_at.map(|t| t.to_string()),
+                    "exit_code": m.exit_code,
+                    "error": m.error,
+                })
+            })
+            .collect())
     }
 
     /// `GET /api/v1/missions/{id}`: the contract's `MissionStatusResponse`.
@@ -840,10 +990,12 @@ fn read_from(path: &Path, offset: &mut u64) -> Vec<u8> {
     buf
 }
 
-async fn changed(watch: &mut Option<DirWatch>) -> std::io::Result<()> {
+/// The next change in a run directory; without a watch (inotify refused
+/// one), a look every second.
+async fn changed(watch: Option<&DirWatch>) {
     match watch {
         Some(w) => w.changed().await,
-        None => std::future::pending().await,
+        None => tokio::time::sleep(Duration::from_secs(1)).await,
     }
 }
 
@@ -880,6 +1032,25 @@ fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
         }
         Err(e) => Outcome::infrastructure("shim_status_unreadable", Some(e)),
     })
+}
+
+/// Where a run keeps how far the last server read its output.
+fn scanned_file(dir: &Path) -> PathBuf {
+    dir.join("scanned")
+}
+
+fn read_scanned(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(scanned_file(dir))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn write_scanned(dir: &Path, offset: u64) -> std::io::Result<()> {
+    let tmp = dir.join("scanned.tmp");
+    std::fs::write(&tmp, offset.to_string())?;
+    std::fs::rename(tmp, scanned_file(dir))
 }
 
 /// Where a run keeps its open prompt.

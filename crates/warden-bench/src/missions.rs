@@ -14,9 +14,8 @@ use serde_json::json;
 
 use crate::percentile;
 
-/// Runs the benchmark: `missions` dispatches, `concurrency` at a time.
-pub async fn run(missions: usize, concurrency: usize) -> anyhow::Result<()> {
-    let peer = Arc::new(aiwg_peer::Peer::start().await?);
+/// The release `warden` beside this binary.
+fn warden_bin() -> anyhow::Result<std::path::PathBuf> {
     let bin = std::env::current_exe()?.with_file_name("warden");
     if !bin.is_file() {
         bail!(
@@ -24,16 +23,29 @@ pub async fn run(missions: usize, concurrency: usize) -> anyhow::Result<()> {
             bin.display()
         );
     }
-    let dir = match std::env::var_os("WARDEN_BENCH_DIR") {
+    Ok(bin)
+}
+
+fn bench_dir() -> anyhow::Result<tempfile::TempDir> {
+    Ok(match std::env::var_os("WARDEN_BENCH_DIR") {
         Some(d) => tempfile::tempdir_in(d)?,
         None => tempfile::tempdir()?,
-    };
-    let mut child = tokio::process::Command::new(&bin)
+    })
+}
+
+/// Starts `warden serve` on `dir/home`, registered with `peer`; returns it
+/// and its base URL once it listens.
+async fn serve(
+    bin: &std::path::Path,
+    dir: &std::path::Path,
+    peer: &aiwg_peer::Peer,
+) -> anyhow::Result<(tokio::process::Child, String)> {
+    let mut child = tokio::process::Command::new(bin)
         .args(["serve", "--listen", "127.0.0.1:0"])
-        .env("WARDEN_HOME", dir.path().join("home"))
+        .env("WARDEN_HOME", dir.join("home"))
         .env("WARDEN_LOG", "warn")
         .env("AIWG_SERVE_ENDPOINT", peer.base())
-        .current_dir(dir.path())
+        .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .kill_on_drop(true)
@@ -49,6 +61,15 @@ pub async fn run(missions: usize, concurrency: usize) -> anyhow::Result<()> {
         .strip_prefix("warden listening on ")
         .context("unexpected first line")?
         .to_owned();
+    Ok((child, base))
+}
+
+/// Runs the benchmark: `missions` dispatches, `concurrency` at a time.
+pub async fn run(missions: usize, concurrency: usize) -> anyhow::Result<()> {
+    let peer = Arc::new(aiwg_peer::Peer::start().await?);
+    let bin = warden_bin()?;
+    let dir = bench_dir()?;
+    let (mut child, base) = serve(&bin, dir.path(), &peer).await?;
     peer.wait_for(Duration::from_secs(30), "warden's first resync", |f| {
         f.iter().any(|r| r.frame["event"] == "executor.resync")
     })

@@ -20,6 +20,7 @@
 #![deny(unsafe_code)]
 
 pub mod confine;
+pub mod dirwatch;
 mod driver;
 mod env;
 mod error;

@@ -322,6 +322,8 @@ pub struct ShimLauncher {
     pub env_allow: Vec<String>,
     /// SIGTERM → SIGKILL.
     pub grace: Duration,
+    /// Wakes the wait for a new shim's `started` marker.
+    pub watcher: crate::dirwatch::DirWatcher,
 }
 
 /// A shim that was started: its pid and start time.
@@ -359,7 +361,7 @@ impl ShimLauncher {
             .mode(0o700)
             .create(l.dir)?;
         // Watching before the shim starts: its marker cannot be missed.
-        let mut watch = DirWatch::new(l.dir).ok();
+        let watch = self.watcher.watch(l.dir).ok();
         let argv: Vec<std::ffi::OsString> = match l.confine {
             None => l.argv.iter().map(Into::into).collect(),
             Some(policy) => {
@@ -425,10 +427,8 @@ impl ShimLauncher {
                 ));
             }
             let wait = async {
-                match watch.as_mut() {
-                    Some(w) => {
-                        let _ = w.changed().await;
-                    }
+                match watch.as_ref() {
+                    Some(w) => w.changed().await,
                     None => tokio::time::sleep(Duration::from_millis(10)).await,
                 }
             };
@@ -448,47 +448,5 @@ impl ShimLauncher {
     pub fn stop(shim: Launched) -> bool {
         process_alive(shim.pid, shim.start)
             && nix::sys::signal::kill(Pid::from_raw(shim.pid), Signal::SIGTERM).is_ok()
-    }
-}
-
-/// Wakes when files of a run directory change (inotify).
-pub struct DirWatch {
-    fd: tokio::io::unix::AsyncFd<Watched>,
-}
-
-struct Watched(nix::sys::inotify::Inotify);
-
-impl std::os::fd::AsRawFd for Watched {
-    fn as_raw_fd(&self) -> std::os::fd::RawFd {
-        use std::os::fd::AsFd;
-        self.0.as_fd().as_raw_fd()
-    }
-}
-
-impl DirWatch {
-    pub fn new(dir: &Path) -> std::io::Result<Self> {
-        use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-        inotify.add_watch(
-            dir,
-            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
-        )?;
-        Ok(Self {
-            // `Watched` owns the fd and outlives the registration.
-            #[allow(deprecated)]
-            fd: tokio::io::unix::AsyncFd::new(Watched(inotify))?,
-        })
-    }
-
-    /// Returns after the next change in the directory.
-    pub async fn changed(&mut self) -> std::io::Result<()> {
-        loop {
-            let mut guard = self.fd.readable().await?;
-            match guard.get_inner().0.read_events() {
-                Ok(_) => return Ok(()),
-                Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
-                Err(e) => return Err(e.into()),
-            }
-        }
     }
 }

@@ -21,6 +21,6 @@ pub use audit::AuditEntry;
 pub use bus::{BusAgent, BusCounts, BusMessage, NewBusMessage, PollRules, ResourceLease};
 pub use error::StoreError;
 pub use events::{Committed, EntityChanges, EventRecord};
-pub use missions::{Dispatched, MissionEvent, MissionRecord, MissionUpdate};
+pub use missions::{Dispatched, MissionEvent, MissionRecord, MissionUpdate, Resume};
 pub use store::{CommitMode, Store};
 pub use tasks::{TaskChange, TaskFilter, TaskPage};

@@ -52,6 +52,15 @@ pub struct MissionUpdate {
     pub only_from: Option<MissionState>,
 }
 
+/// A suspended mission to resume: the events that say so (kind,
+/// envelope), and the state it ends in (`running`, or `hitl_required`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Resume {
+    pub id: MissionId,
+    pub events: Vec<(String, Value)>,
+    pub to: MissionState,
+}
+
 /// One event of the log, as delivered: its seq and the envelope.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MissionEvent {
@@ -283,6 +292,68 @@ impl Store {
             ))?;
             let rows = stmt.query_map([], from_row)?;
             rows.map(|r| r?).collect()
+        })
+        .await
+    }
+
+    /// The newest `limit` missions (only those not ended when `active`),
+    /// newest first.
+    pub async fn list_missions(
+        &self,
+        active: bool,
+        limit: u32,
+    ) -> Result<Vec<MissionRecord>, StoreError> {
+        self.read(move |c| {
+            let mut stmt = c.prepare_cached(&format!(
+                "SELECT {COLUMNS} FROM missions
+                 WHERE NOT ?1 OR state NOT IN ('done', 'failed', 'aborted')
+                 ORDER BY created_at DESC, id DESC LIMIT ?2"
+            ))?;
+            let rows = stmt.query_map(params![active, limit], from_row)?;
+            rows.map(|r| r?).collect()
+        })
+        .await
+    }
+
+    /// Resumes many suspended missions in one transaction (one commit for
+    /// thousands after a restart): each one still `suspended` gets its
+    /// events appended in order and becomes `running`, then `to` (`running`,
+    /// or `hitl_required` for one whose prompt is offered again). One that
+    /// changed meanwhile is left as it is. Returns the ids resumed.
+    pub async fn resume_missions(&self, batch: Vec<Resume>) -> Result<Vec<MissionId>, StoreError> {
+        self.write(move |c| {
+            let now = Timestamp::now().as_millis() as i64;
+            let mut resumed = Vec::with_capacity(batch.len());
+            for Resume {
+                id,
+                events: evs,
+                to,
+            } in batch
+            {
+                MissionState::Suspended.become_(MissionState::Running)?;
+                if to != MissionState::Running {
+                    MissionState::Running.become_(to)?;
+                }
+                let moved = c
+                    .prepare_cached(
+                        "UPDATE missions SET state = ?2, updated_at = ?3
+                         WHERE id = ?1 AND state = ?4",
+                    )?
+                    .execute(params![
+                        id.as_str(),
+                        to.as_str(),
+                        now,
+                        MissionState::Suspended.as_str()
+                    ])?;
+                if moved == 0 {
+                    continue;
+                }
+                for (kind, envelope) in &evs {
+                    events::append(c, "mission", id.as_str(), kind, envelope)?;
+                }
+                resumed.push(id);
+            }
+            Ok(resumed)
         })
         .await
     }

@@ -147,6 +147,8 @@ pub async fn start(
         helper: std::env::current_exe().context("locating the warden binary")?,
         env_allow: config.runs.env_allow.clone(),
         grace: config.runs.grace(),
+        watcher: warden_exec::dirwatch::DirWatcher::new()
+            .context("starting the inotify watcher of the missions' run directories")?,
     };
     let missions = Missions::new(
         store.clone(),

@@ -20,6 +20,9 @@ pub enum Command {
     Serve(ServeArgs),
     /// The scratchpad bus: agent mailboxes with leases (also run as a2a-post, a2a-poll, …).
     Bus(crate::cmd_bus::BusArgs),
+    /// AIWG missions of a running server: list, show, abort.
+    #[command(after_help = crate::cmd_mission::EXIT_CODES)]
+    Mission(crate::cmd_mission::MissionArgs),
     /// Run one command under the supervisor and report its outcome.
     #[command(after_help = EXIT_CODES)]
     Run(RunArgs),

@@ -7,6 +7,7 @@ mod certify;
 mod cli;
 mod cmd_bus;
 mod cmd_certify;
+mod cmd_mission;
 mod cmd_run;
 mod cmd_sandbox;
 mod config;
@@ -72,6 +73,7 @@ fn main() -> ExitCode {
             cli::Command::Run(args) => cmd_run::main(args).await,
             cli::Command::Bus(args) => cmd_bus::main(args).await,
             cli::Command::Certify(args) => cmd_certify::main(args).await,
+            cli::Command::Mission(args) => cmd_mission::main(args).await,
             cli::Command::SandboxExec(_)
             | cli::Command::SandboxProbe(_)
             | cli::Command::Shim(_) => {

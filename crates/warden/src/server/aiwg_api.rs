@@ -3,7 +3,7 @@
 //! which `aiwg serve` calls with the bearer token it issued at registration.
 
 use axum::body::Bytes;
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::routing::{get, post};
 use axum::{Json, Router};
@@ -18,6 +18,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .route("/api/v1/aiwg/status", get(status))
         .route("/api/v1/aiwg/reconnect", post(reconnect))
+        .route("/api/v1/missions", get(list))
         .route("/api/v1/missions/{id}", get(mission).delete(abort))
         .with_state(state)
 }
@@ -71,6 +72,34 @@ fn store_error(e: warden_store::StoreError, id: &str) -> ApiError {
             "the mission store is unavailable",
         )
     }
+}
+
+/// `?active=true` for only the missions not ended; `limit` (default 100,
+/// at most 1000).
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ListQuery {
+    #[serde(default)]
+    active: bool,
+    limit: Option<u32>,
+}
+
+/// The newest missions, newest first: one line of each.
+async fn list(
+    State(state): State<AppState>,
+    Query(q): Query<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let a = state.aiwg.as_ref().ok_or_else(not_configured)?;
+    let limit = q.limit.unwrap_or(100);
+    if !(1..=1000).contains(&limit) {
+        return Err(ApiError::field("limit", "must be between 1 and 1000"));
+    }
+    let missions = a
+        .missions
+        .list(q.active, limit)
+        .await
+        .map_err(|e| store_error(e, ""))?;
+    Ok(Json(json!({ "missions": missions })))
 }
 
 /// `MissionStatusResponse`: state, times, exit code or error, recent events.

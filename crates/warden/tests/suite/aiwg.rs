@@ -723,3 +723,230 @@ async fn a_prompt_open_at_shutdown_is_offered_again_after_the_restart() {
     assert_eq!(data["summary"], "got y");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
+
+/// Waits (without blocking the runtime) until `path` holds `text`.
+async fn wait_file_holds(path: &std::path::Path, text: &str) {
+    let deadline = std::time::Instant::now() + WAIT;
+    while !std::fs::read_to_string(path).is_ok_and(|s| s.contains(text)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} never held {text:?}",
+            path.display()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn output_and_a_prompt_printed_while_the_server_is_down_are_reported_after_the_resume() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, exec) = connected(dir.path(), &peer).await;
+    let objective = "echo before; while [ ! -e go ]; do sleep 0.05; done; \
+                     echo printed-while-down; printf 'Proceed? [y/N] '; read a; echo \"got $a\"";
+    peer.dispatch(&server.base, &exec, "s", dispatch_body("m-down", objective))
+        .await;
+    peer.wait_for(WAIT, "the first output", |f| {
+        mission_events(f, "m-down")
+            .iter()
+            .any(|(_, e, d)| e == "mission.progress" && d["summary"] == "before")
+    })
+    .await;
+    terminate(&mut server).await;
+    // The program goes on without a server: prints, then asks.
+    let runs = dir.path().join(".warden/missions");
+    let run = std::fs::read_dir(&runs).unwrap().next().unwrap().unwrap();
+    std::fs::write(dir.path().join("go"), "").unwrap();
+    wait_file_holds(&run.path().join("output"), "Proceed?").await;
+
+    let server = serve_with(dir.path(), &peer);
+    let frames = peer
+        .wait_for(WAIT, "the prompt printed while down", |f| {
+            mission_events(f, "m-down")
+                .iter()
+                .any(|(c, e, _)| *c == 2 && e == "mission.hitl_required")
+        })
+        .await;
+    let after: Vec<(String, Value)> = mission_events(&frames, "m-down")
+        .into_iter()
+        .filter(|(c, _, _)| *c == 2)
+        .map(|(_, e, d)| (e, d))
+        .collect();
+    let names: Vec<&str> = after.iter().map(|(e, _)| e.as_str()).collect();
+    // Nothing of it is reported before the mission is resumed.
+    assert_eq!(
+        &names[..2],
+        ["mission.reconnected", "mission.resumed"],
+        "{after:?}"
+    );
+    let asked = &after
+        .iter()
+        .find(|(e, _)| e == "mission.hitl_required")
+        .unwrap()
+        .1;
+    assert_eq!(asked["prompt"], "Proceed? [y/N]");
+    assert!(
+        after.iter().any(|(e, d)| e == "mission.progress"
+            && d["summary"]
+                .as_str()
+                .is_some_and(|s| s.contains("printed-while-down") || s.contains("Proceed?"))),
+        "the output printed while down is reported: {after:?}"
+    );
+    let (_, st) = peer.mission_status(&server.base, "", "m-down").await;
+    assert_eq!(st["state"], "hitl-required");
+    peer.send(serde_json::json!({
+        "event": "mission.hitl_responded", "executor_id": exec, "mission_id": "m-down",
+        "ts": "2026-11-30T07:00:00.000Z",
+        "data": {"hitl_id": asked["hitl_id"], "response": "y"}
+    }))
+    .unwrap();
+    let frames = peer
+        .wait_for(WAIT, "m-down to end", |f| ended(f, "m-down"))
+        .await;
+    let events = mission_events(&frames, "m-down");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.completed", "{events:?}");
+    assert_eq!(data["summary"], "got y");
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_dispatch_before_registration_is_503_and_a_run_that_cannot_start_is_500() {
+    let peer = Peer::start().await.unwrap();
+    peer.refuse_registration(Some(404));
+    let dir = tempfile::tempdir().unwrap();
+    // The workspace missions run in; removed below, so no run can start.
+    let workspace = dir.path().join("ws");
+    std::fs::create_dir(&workspace).unwrap();
+    let server = Server::start_with(
+        dir.path(),
+        &[
+            ("AIWG_SERVE_ENDPOINT", peer.base().as_str()),
+            ("WARDEN_WORKSPACE", workspace.to_str().unwrap()),
+        ],
+    );
+    let deadline = std::time::Instant::now() + WAIT;
+    while !status(&server).await["executor_register_error"].is_string() {
+        assert!(std::time::Instant::now() < deadline, "never refused");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, body) = peer
+        .dispatch_with_token(&server.base, "s", "any", dispatch_body("m-early", "true"))
+        .await;
+    assert_eq!(code, 503, "{body}");
+    assert_eq!(body["error"]["code"], "not_registered", "{body}");
+
+    peer.refuse_registration(None);
+    server
+        .post("/api/v1/aiwg/reconnect", serde_json::json!({}))
+        .await;
+    peer.wait_for(WAIT, "the resync", |f| !resyncs(f).is_empty())
+        .await;
+    let exec = status(&server).await["executor_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    std::fs::remove_dir(&workspace).unwrap();
+    let (code, body) = peer
+        .dispatch(&server.base, &exec, "s", dispatch_body("m-nowhere", "true"))
+        .await;
+    assert_eq!(code, 500, "{body}");
+    assert_eq!(body["error"]["code"], "dispatch_failed", "{body}");
+    let frames = peer
+        .wait_for(WAIT, "m-nowhere to fail", |f| ended(f, "m-nowhere"))
+        .await;
+    let events = mission_events(&frames, "m-nowhere");
+    let names: Vec<&str> = events.iter().map(|(_, e, _)| e.as_str()).collect();
+    assert_eq!(names, ["mission.assigned", "mission.failed"], "{events:?}");
+    assert_eq!(events[1].2["reason"], "dispatch_failed");
+    let (_, st) = peer.mission_status(&server.base, "", "m-nowhere").await;
+    assert_eq!(st["state"], "failed");
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+/// Runs `warden mission ARGS --url <server>` off the runtime (the peer
+/// serves on it): exit code, stdout, stderr.
+async fn mission_cli(
+    dir: &std::path::Path,
+    server: &Server,
+    args: &[&str],
+) -> (i32, String, String) {
+    let mut cmd = warden(dir);
+    cmd.arg("mission").args(args).args(["--url", &server.base]);
+    let out = tokio::task::spawn_blocking(move || cmd.output().unwrap())
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[tokio::test]
+async fn the_cli_lists_shows_and_aborts_missions() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (server, exec) = connected(dir.path(), &peer).await;
+    peer.dispatch(&server.base, &exec, "s", dispatch_body("m-done", "echo hi"))
+        .await;
+    peer.wait_for(WAIT, "m-done to end", |f| ended(f, "m-done"))
+        .await;
+    peer.dispatch(
+        &server.base,
+        &exec,
+        "s",
+        dispatch_body("m-cli", "sleep 300"),
+    )
+    .await;
+    wait_started(&peer, "m-cli").await;
+
+    let (code, out, err) = mission_cli(dir.path(), &server, &["list", "--json", "--active"]).await;
+    assert_eq!(code, 0, "{err}");
+    let listed: Value = serde_json::from_str(&out).unwrap();
+    let ids: Vec<&str> = listed["missions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["mission_id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["m-cli"], "only the live one: {listed}");
+    let (code, out, _) = mission_cli(dir.path(), &server, &["list"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("m-cli") && out.contains("m-done") && out.contains("done"),
+        "{out}"
+    );
+    let (code, out, _) = mission_cli(dir.path(), &server, &["show", "m-done"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("exit code  0") && out.contains("mission.completed"),
+        "{out}"
+    );
+
+    let (code, out, err) = mission_cli(dir.path(), &server, &["abort", "m-cli", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let st: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        st["state"], "aborted",
+        "the CLI returns once it has ended: {st}"
+    );
+    let frames = peer
+        .wait_for(WAIT, "m-cli aborted", |f| ended(f, "m-cli"))
+        .await;
+    let events = mission_events(&frames, "m-cli");
+    let (_, name, data) = events.last().unwrap();
+    assert_eq!(name, "mission.aborted", "{events:?}");
+    assert_eq!(data["aborted_by"], "operator");
+    // Aborting what has ended says so; an unknown mission is an error.
+    let (code, out, _) = mission_cli(dir.path(), &server, &["abort", "m-done"]).await;
+    assert_eq!(code, 0);
+    assert!(out.contains("already ended"), "{out}");
+    let (code, _, err) = mission_cli(dir.path(), &server, &["show", "m-nobody"]).await;
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("404") && err.contains("no mission m-nobody"),
+        "{err}"
+    );
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
