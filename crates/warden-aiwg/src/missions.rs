@@ -99,6 +99,9 @@ pub enum Abort {
 /// How many events `GET /api/v1/missions/{id}` returns.
 pub const RECENT_EVENTS: u32 = 50;
 
+/// How many shims the liveness sweep looks at a second.
+const SWEEP_PER_SECOND: usize = 1000;
+
 /// At most one `mission.progress` a second while output flows.
 const PROGRESS_EVERY: Duration = Duration::from_secs(1);
 
@@ -686,19 +689,22 @@ impl Missions {
         Ok(())
     }
 
-    /// Wakes the watcher of each mission whose shim died, once a second
-    /// (a shim killed outright leaves no status file for inotify to see).
+    /// Wakes the watcher of each mission whose shim died (a shim killed
+    /// outright leaves no status file for inotify to see). At most
+    /// [`SWEEP_PER_SECOND`] shims are looked at a second, so with many
+    /// missions each one is looked at less often (every 10 s with 10,000).
     fn sweep(self: &Arc<Self>) {
         let this = Arc::downgrade(self);
         let stop = self.stop.clone();
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(1));
+            let mut cursor = 0;
             loop {
                 tokio::select! {
                     _ = tick.tick() => {}
                     () = stop.cancelled() => return,
                 }
-                let Some(live) = this.upgrade().map(|t| {
+                let Some(all) = this.upgrade().map(|t| {
                     lock(&t.live)
                         .values()
                         .map(|l| (l.shim, Arc::clone(&l.wake)))
@@ -706,6 +712,15 @@ impl Missions {
                 }) else {
                     return;
                 };
+                if cursor >= all.len() {
+                    cursor = 0;
+                }
+                let live: Vec<_> = all
+                    .into_iter()
+                    .skip(cursor)
+                    .take(SWEEP_PER_SECOND)
+                    .collect();
+                cursor += live.len();
                 // Thousands of /proc reads: off the runtime's threads.
                 let _ = tokio::task::spawn_blocking(move || {
                     for (shim, wake) in live {
@@ -1017,7 +1032,7 @@ fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
         },
     };
     if let Some(Ok(warden_exec::confine::Record::Failed(f))) =
-        warden_exec::confine::Record::read(&dir.join("setup.status"))
+        warden_exec::confine::Record::read(&ShimFiles::setup(dir))
     {
         return Some(Outcome::infrastructure(f.reason, Some(f.detail)));
     }

@@ -71,6 +71,10 @@ enum Bench {
         missions: usize,
         #[arg(long, default_value_t = 8)]
         concurrency: usize,
+        /// Then restart a server holding this many suspended missions and
+        /// time its resync (0: skip).
+        #[arg(long, default_value_t = 10_000)]
+        suspended: usize,
     },
     /// spawn and store, with their default sizes.
     All,
@@ -125,7 +129,17 @@ fn main() -> anyhow::Result<()> {
         Bench::Missions {
             missions,
             concurrency,
-        } => rt.block_on(missions::run(missions, concurrency)),
+            suspended,
+        } => rt.block_on(async {
+            if missions > 0 {
+                missions::run(missions, concurrency).await?;
+            }
+            if suspended > 0 {
+                println!();
+                missions::resync(suspended).await?;
+            }
+            Ok(())
+        }),
         Bench::All => {
             rt.block_on(spawn::run(2000))?;
             println!();

@@ -173,3 +173,184 @@ async fn dispatch_all(
     }
     Ok(lat)
 }
+
+/// User + system clock ticks (1/100 s) a process has used.
+fn cpu_ticks(pid: i32) -> anyhow::Result<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat"))?;
+    let after = stat.rsplit_once(')').context("/proc stat")?.1;
+    let f: Vec<&str> = after.split_whitespace().collect();
+    Ok(f.get(11).context("utime")?.parse::<u64>()? + f.get(12).context("stime")?.parse::<u64>()?)
+}
+
+/// Restart and resync with `n` suspended missions: a store holding `n`
+/// missions a previous server suspended (each with its run directory; one
+/// sleeping process stands in for all their shims, as `n` real shims do not
+/// fit one small machine), then `warden serve` started and timed until the
+/// peer has the resync frame (owning all `n`) and every `mission.resumed`.
+pub async fn resync(n: usize) -> anyhow::Result<()> {
+    use warden_aiwg::wire::Event;
+    use warden_core::{MissionId, MissionState, Timestamp};
+    use warden_store::{CommitMode, MissionRecord, MissionUpdate, Store};
+
+    let peer = aiwg_peer::Peer::start().await?;
+    let bin = warden_bin()?;
+    let dir = bench_dir()?;
+    let home = dir.path().join("home");
+    std::fs::create_dir_all(home.join("missions"))?;
+    let exec = warden_aiwg::identity::load_or_create(&home)?;
+    let mut stand_in = tokio::process::Command::new("sleep")
+        .arg("3600")
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting the process that stands in for the shims")?;
+    let pid = stand_in.id().context("the stand-in's pid")? as i32;
+    let start = warden_exec::shim::process_start(pid).context("the stand-in's start time")?;
+
+    eprintln!("seeding {n} suspended missions…");
+    let seeding = Instant::now();
+    let store = Store::open(&home.join("warden.db"), CommitMode::Group)?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..n {
+        let (store, exec) = (store.clone(), exec.clone());
+        let run_dir = home.join(format!("missions/ckpt-{i}"));
+        tasks.spawn(async move {
+            std::fs::create_dir_all(&run_dir)?;
+            std::fs::write(run_dir.join("output"), "working\n")?;
+            let id = MissionId::parse(&format!("m-{i}"))?;
+            let now = Timestamp::now();
+            let env = |e: &Event| e.envelope(&exec, Some(&id), Timestamp::now());
+            let rec = MissionRecord {
+                id: id.clone(),
+                session_id: "bench".into(),
+                instance: "default".into(),
+                objective: "sleep 3600".into(),
+                completion: "exit 0".into(),
+                long_running: true,
+                metadata: json!({}),
+                state: MissionState::Assigned,
+                checkpoint_id: format!("ckpt-{i}"),
+                run_dir: None,
+                shim: None,
+                exit_code: None,
+                error: None,
+                created_at: now,
+                updated_at: now,
+                completed_at: None,
+            };
+            let assigned = env(&Event::Assigned {
+                estimated_start: now,
+            });
+            store.dispatch_mission(rec, assigned).await?;
+            let started = Event::Started {
+                agent_runtime: "command".into(),
+                pty_session_id: Some(format!("ckpt-{i}")),
+            };
+            let update = MissionUpdate {
+                run_dir: Some(run_dir.display().to_string()),
+                shim: Some((pid, start)),
+                ..MissionUpdate::default()
+            };
+            store
+                .transition_mission(
+                    id.clone(),
+                    MissionState::Running,
+                    update,
+                    (started.name().into(), env(&started)),
+                )
+                .await?;
+            let suspended = Event::Suspended {
+                checkpoint_id: format!("ckpt-{i}"),
+                reason: "mgmt_server_shutdown".into(),
+            };
+            store
+                .transition_mission(
+                    id.clone(),
+                    MissionState::Suspended,
+                    MissionUpdate::default(),
+                    (suspended.name().into(), env(&suspended)),
+                )
+                .await
+                .map_err(anyhow::Error::from)
+        });
+    }
+    let mut last = 0;
+    while let Some(seq) = tasks.join_next().await {
+        last = last.max(seq??);
+    }
+    // The previous server delivered all of that before it stopped.
+    store.mission_events_delivered(last).await?;
+    store.close();
+    eprintln!(
+        "seeded in {:.1} s; starting warden serve",
+        seeding.elapsed().as_secs_f64()
+    );
+
+    let t0 = Instant::now();
+    let (mut child, _base) = serve(&bin, dir.path(), &peer).await?;
+    let listening = t0.elapsed();
+    let frames = peer
+        .wait_for(Duration::from_secs(60), "the resync", |f| {
+            f.iter().any(|r| r.frame["event"] == "executor.resync")
+        })
+        .await;
+    let resynced = t0.elapsed();
+    let owned = frames
+        .iter()
+        .find(|r| r.frame["event"] == "executor.resync")
+        .and_then(|r| {
+            r.frame["data"]["owned_mission_ids"]
+                .as_array()
+                .map(Vec::len)
+        })
+        .unwrap_or(0);
+    if owned != n {
+        bail!("the resync owned {owned} missions, not {n}");
+    }
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while peer.count("mission.resumed") < n {
+        if Instant::now() > deadline {
+            bail!(
+                "only {} of {n} missions resumed within 120 s",
+                peer.count("mission.resumed")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let resumed = t0.elapsed();
+    let ms = |d: Duration| d.as_secs_f64() * 1e3;
+    println!(
+        "resync: warden serve restarted with {n} suspended missions (one stand-in shim process)"
+    );
+    println!("  listening after            {:8.1} ms", ms(listening));
+    println!(
+        "  executor.resync received   {:8.1} ms  (owned_mission_ids: {owned})  target < 1000 ms: {}",
+        ms(resynced),
+        crate::verdict(resynced < Duration::from_secs(1))
+    );
+    println!(
+        "  all {n} mission.resumed    {:8.1} ms  ({:.0} missions/s after the resync)",
+        ms(resumed),
+        n as f64 / (resumed - resynced).as_secs_f64().max(1e-9)
+    );
+    let violations = peer.violations();
+    if !violations.is_empty() {
+        bail!(
+            "the peer saw {} contract violations, first: {}",
+            violations.len(),
+            violations[0]
+        );
+    }
+    println!("  contract violations seen by the peer: 0");
+    // What watching them costs while nothing happens.
+    let server = child.id().context("the server's pid")? as i32;
+    let before = cpu_ticks(server)?;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let used = (cpu_ticks(server)? - before) as f64 / 100.0;
+    println!(
+        "  idle CPU while watching them: {:.1} % of one core (5 s)",
+        used / 5.0 * 100.0
+    );
+    let _ = child.kill().await;
+    let _ = stand_in.kill().await;
+    Ok(())
+}

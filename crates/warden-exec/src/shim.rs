@@ -62,6 +62,15 @@ impl ShimFiles {
     pub fn started(dir: &Path) -> PathBuf {
         dir.join("started")
     }
+    /// Confined runs: the sandbox helper's setup record.
+    pub fn setup(dir: &Path) -> PathBuf {
+        dir.join("setup.status")
+    }
+    /// Confined runs: written by the sandbox helper once the program itself
+    /// has been exec'd (the shim's `started` only means the helper runs).
+    pub fn program_started(dir: &Path) -> PathBuf {
+        dir.join("program.started")
+    }
 }
 
 /// Reads `status.json` if the run has ended.
@@ -371,7 +380,8 @@ impl ShimLauncher {
                 crate::confine::helper_argv(
                     &self.helper,
                     policy,
-                    &l.dir.join("setup.status"),
+                    &ShimFiles::setup(l.dir),
+                    Some(&ShimFiles::program_started(l.dir)),
                     Path::new(program),
                     args,
                 )
@@ -409,19 +419,33 @@ impl ShimLauncher {
         });
         let launched = Launched { pid, start };
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        let runs = || {
+            ShimFiles::started(l.dir).exists()
+                && (l.confine.is_none()
+                    || std::fs::metadata(ShimFiles::program_started(l.dir))
+                        .is_ok_and(|m| m.len() > 0))
+        };
         loop {
-            if ShimFiles::started(l.dir).exists() {
+            if runs() {
                 return Ok(launched);
             }
             if let Some(status) = read_status(l.dir) {
-                let why = match status {
-                    Ok(ShimStatus::NotStarted { error }) => error,
-                    Ok(other) => format!("the program ended at once: {other:?}"),
-                    Err(e) => e,
+                // The program may have run and ended already.
+                if runs() {
+                    return Ok(launched);
+                }
+                let setup = crate::confine::Record::read(&ShimFiles::setup(l.dir));
+                let why = match (status, setup) {
+                    (_, Some(Ok(crate::confine::Record::Failed(f)))) => {
+                        format!("{}: {}", f.reason, f.detail)
+                    }
+                    (Ok(ShimStatus::NotStarted { error }), _) => error,
+                    (Ok(other), _) => format!("the program ended at once: {other:?}"),
+                    (Err(e), _) => e,
                 };
                 return Err(std::io::Error::other(why));
             }
-            if !process_alive(pid, start) && !ShimFiles::started(l.dir).exists() {
+            if !process_alive(pid, start) && !runs() && read_status(l.dir).is_none() {
                 return Err(std::io::Error::other(
                     "the shim died before the program started",
                 ));

@@ -179,7 +179,7 @@ impl Supervisor {
         confine::private_dir(&self.config.confine_dir)
             .map_err(SpawnError::ConfinementUnavailable)?;
         let status = self.config.confine_dir.join(format!("{marker}.status"));
-        let argv = confine::helper_argv(helper, policy, &status, program, args)
+        let argv = confine::helper_argv(helper, policy, &status, None, program, args)
             .map_err(|e| SpawnError::ConfinementUnavailable(e.to_string()))?;
         let mut cmd = tokio::process::Command::new(helper);
         cmd.args(&argv[1..]);

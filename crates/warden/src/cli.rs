@@ -114,6 +114,9 @@ pub struct SandboxExecArgs {
     /// Where a setup failure is recorded as JSON (used by the supervisor).
     #[arg(long, value_name = "FILE")]
     pub status_file: Option<PathBuf>,
+    /// A new file to write `started` into once PROGRAM has been exec'd (used by `warden shim`).
+    #[arg(long, value_name = "FILE")]
+    pub started_file: Option<PathBuf>,
     /// The program and its arguments.
     #[arg(
         last = true,

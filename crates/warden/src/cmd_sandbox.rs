@@ -33,6 +33,7 @@ pub fn main(args: SandboxExecArgs) -> ! {
     confine::run(Request {
         policy,
         status_file: args.status_file,
+        started_file: args.started_file,
         argv: args.argv,
     })
     .apply()

@@ -34,6 +34,7 @@ pub fn helper_argv(
     helper: &Path,
     policy: &Policy,
     status_file: &Path,
+    started_file: Option<&Path>,
     program: &Path,
     args: &[String],
 ) -> Result<Vec<OsString>, serde_json::Error> {
@@ -44,9 +45,11 @@ pub fn helper_argv(
         serde_json::to_string(policy)?.into(),
         "--status-file".into(),
         status_file.into(),
-        "--".into(),
-        program.into(),
     ];
+    if let Some(f) = started_file {
+        argv.extend(["--started-file".into(), f.into()]);
+    }
+    argv.extend(["--".into(), program.into()]);
     argv.extend(args.iter().map(OsString::from));
     Ok(argv)
 }

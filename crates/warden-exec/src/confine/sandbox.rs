@@ -13,7 +13,7 @@
 
 use std::ffi::{CString, OsString};
 use std::fs;
-use std::io::{Read, Write};
+use std::io::{BufRead, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -38,6 +38,9 @@ pub struct Request {
     pub policy: Policy,
     /// Where a setup failure is recorded for the supervisor.
     pub status_file: Option<PathBuf>,
+    /// Written (`started`) once the target has been exec'd: a mission is
+    /// started only then, not when the helper is.
+    pub started_file: Option<PathBuf>,
     /// The target: program (resolved on PATH when it has no `/`) and arguments.
     pub argv: Vec<OsString>,
 }
@@ -82,7 +85,14 @@ pub fn run(req: Request) -> Exit {
             return Exit::Code(125);
         }
     };
-    let result = helper(&req);
+    let started = match req.started_file.as_deref().map(Record::create).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("warden sandbox-exec: cannot create its started file: {e}");
+            return Exit::Code(125);
+        }
+    };
+    let result = helper(&req, started);
     let record = match &result {
         Ok(_) => Record::Ran,
         Err(f) => Record::Failed(f.clone()),
@@ -129,7 +139,7 @@ struct Target {
     filters: Vec<BpfProgram>,
 }
 
-fn helper(req: &Request) -> Result<Exit, SetupFailure> {
+fn helper(req: &Request, started: Option<fs::File>) -> Result<Exit, SetupFailure> {
     ensure_single_threaded()?;
     let policy = &req.policy;
     policy
@@ -180,15 +190,26 @@ fn helper(req: &Request) -> Result<Exit, SetupFailure> {
         }
         ForkResult::Parent { child } => {
             drop(report_tx);
-            relay(report_rx, child)
+            relay(report_rx, child, started)
         }
     }
 }
 
-/// Reads init's report, then reaps init.
-fn relay(report: OwnedFd, init: Pid) -> Result<Exit, SetupFailure> {
+/// Reads init's report (passing `started` on as it comes), then reaps init.
+fn relay(report: OwnedFd, init: Pid, mut started: Option<fs::File>) -> Result<Exit, SetupFailure> {
     let mut text = String::new();
-    let _ = fs::File::from(report).read_to_string(&mut text);
+    let mut lines = std::io::BufReader::new(fs::File::from(report));
+    let mut line = String::new();
+    while matches!(lines.read_line(&mut line), Ok(n) if n > 0) {
+        if line.trim_end() == "started" {
+            if let Some(f) = started.as_mut() {
+                let _ = f.write_all(b"started\n");
+            }
+        } else {
+            text.push_str(&line);
+        }
+        line.clear();
+    }
     while let Err(Errno::EINTR) = waitpid(init, None) {}
     // A setup failure outranks the exit status init reports after it.
     let line = text
@@ -259,14 +280,31 @@ fn init(
             return 1;
         }
     }
+    // Closed by the target's exec (close-on-exec), or by the stage's exit
+    // after a failure, which writes a byte first: end of file with nothing
+    // read means the program runs.
+    let (exec_rx, exec_tx) = match pipe2(OFlag::O_CLOEXEC) {
+        Ok(p) => p,
+        Err(e) => {
+            report(&tx, &format!("setup confinement_failed pipe: {e}"));
+            return 1;
+        }
+    };
     let child = match sys::fork() {
-        Ok(ForkResult::Child) => stage(policy, target, scratch, &tx),
+        Ok(ForkResult::Child) => {
+            drop(exec_rx);
+            stage(policy, target, scratch, &tx, &exec_tx)
+        }
         Ok(ForkResult::Parent { child }) => child,
         Err(e) => {
             report(&tx, &format!("setup confinement_failed fork: {e}"));
             return 1;
         }
     };
+    drop(exec_tx);
+    if exec_succeeded(exec_rx) {
+        report(&tx, "started");
+    }
     loop {
         match waitpid(None::<Pid>, None) {
             Ok(WaitStatus::Exited(pid, code)) if pid == child => {
@@ -284,9 +322,29 @@ fn init(
     }
 }
 
+/// Whether the stage's exec pipe closed with nothing written (its exec).
+fn exec_succeeded(rx: OwnedFd) -> bool {
+    let mut f = fs::File::from(rx);
+    let mut byte = [0u8; 1];
+    loop {
+        match f.read(&mut byte) {
+            Ok(n) => return n == 0,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
+        }
+    }
+}
+
 /// The target's own process: restrict, then exec. Never returns.
-fn stage(policy: &Policy, target: &Target, scratch: Option<&ScratchDir>, tx: &OwnedFd) -> ! {
+fn stage(
+    policy: &Policy,
+    target: &Target,
+    scratch: Option<&ScratchDir>,
+    tx: &OwnedFd,
+    exec_tx: &OwnedFd,
+) -> ! {
     let fail = |reason: &str, detail: String| -> ! {
+        let _ = nix::unistd::write(exec_tx, b"x");
         report(tx, &format!("setup {reason} {detail}"));
         std::process::exit(125)
     };

@@ -761,10 +761,14 @@ async fn output_and_a_prompt_printed_while_the_server_is_down_are_reported_after
 
     let server = serve_with(dir.path(), &peer);
     let frames = peer
-        .wait_for(WAIT, "the prompt printed while down", |f| {
-            mission_events(f, "m-down")
-                .iter()
-                .any(|(c, e, _)| *c == 2 && e == "mission.hitl_required")
+        .wait_for(WAIT, "the prompt and output printed while down", |f| {
+            let second: Vec<String> = mission_events(f, "m-down")
+                .into_iter()
+                .filter(|(c, _, _)| *c == 2)
+                .map(|(_, e, _)| e)
+                .collect();
+            second.iter().any(|e| e == "mission.hitl_required")
+                && second.iter().any(|e| e == "mission.progress")
         })
         .await;
     let after: Vec<(String, Value)> = mission_events(&frames, "m-down")

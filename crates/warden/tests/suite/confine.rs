@@ -712,3 +712,93 @@ async fn container_tier_runs_commands_without_network_on_a_read_only_root() {
     assert_eq!(task["status"]["state"], "TASK_STATE_FAILED", "{task}");
     assert!(stderr_of(&task).contains("Read-only file system"), "{task}");
 }
+
+/// Waits for `mission`'s terminal event at the peer; its events, in order.
+async fn mission_end(peer: &aiwg_peer::Peer, mission: &str) -> Vec<(String, Value)> {
+    let frames = peer
+        .wait_for(std::time::Duration::from_secs(30), mission, |f| {
+            f.iter().any(|r| {
+                r.frame["mission_id"] == mission
+                    && ["mission.completed", "mission.failed", "mission.aborted"]
+                        .contains(&r.frame["event"].as_str().unwrap_or_default())
+            })
+        })
+        .await;
+    frames
+        .into_iter()
+        .filter(|r| r.frame["mission_id"] == mission)
+        .map(|r| {
+            (
+                r.frame["event"].as_str().unwrap().to_owned(),
+                r.frame["data"].clone(),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_mission_in_a_confined_instance_starts_when_its_program_runs_and_is_held_by_the_policy() {
+    let peer = aiwg_peer::Peer::start().await.unwrap();
+    let dirs = Dirs::new();
+    write_config(dirs.path(), &confined_instance(&dirs, "edit"));
+    let server = Server::start_with(
+        dirs.path(),
+        &[("AIWG_SERVE_ENDPOINT", peer.base().as_str())],
+    );
+    peer.wait_for(std::time::Duration::from_secs(30), "the resync", |f| {
+        f.iter().any(|r| r.frame["event"] == "executor.resync")
+    })
+    .await;
+    // Certified before it listened: the tier is claimed at registration.
+    let caps = peer.registrations()[0]["capabilities"].clone();
+    assert!(
+        caps.as_array()
+            .unwrap()
+            .contains(&json!("isolation:confined")),
+        "{caps}"
+    );
+    let exec = std::fs::read_to_string(dirs.path().join(".warden/identity"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let body = |id: &str, objective: &str| {
+        json!({"mission_id": id, "objective": objective, "completion": "exit 0",
+               "executor_filter": {"agent_id": "boxed"}})
+    };
+    let (code, answer) = peer
+        .dispatch(
+            &server.base,
+            &exec,
+            "s",
+            body("m-in", "echo in > mission.txt; echo wrote"),
+        )
+        .await;
+    assert_eq!(code, 202, "{answer}");
+    let events = mission_end(&peer, "m-in").await;
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(names.first(), Some(&"mission.assigned"));
+    assert_eq!(names.get(1), Some(&"mission.started"), "{events:?}");
+    assert_eq!(names.last(), Some(&"mission.completed"), "{events:?}");
+    assert!(dirs.ws().join("mission.txt").exists());
+    // `started` was reported once the sandbox had exec'd the program.
+    let run = std::fs::read_dir(dirs.path().join(".warden/missions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
+    assert_eq!(
+        std::fs::read_to_string(run.join("program.started")).unwrap(),
+        "started\n"
+    );
+
+    let escape = format!("echo x > {}", dirs.outside("mission-escape.txt"));
+    peer.dispatch(&server.base, &exec, "s", body("m-out", &escape))
+        .await;
+    let events = mission_end(&peer, "m-out").await;
+    let (last, data) = events.last().unwrap();
+    assert_eq!(last, "mission.failed", "{events:?}");
+    assert_eq!(data["reason"], "non_zero_exit", "{data}");
+    assert!(!Path::new(&dirs.outside("mission-escape.txt")).exists());
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
