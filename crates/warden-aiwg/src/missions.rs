@@ -14,6 +14,7 @@ use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
 use warden_core::confine::Isolation;
 use warden_core::{FailureKind, MissionId, MissionState, Outcome, Timestamp};
 use warden_exec::dirwatch::DirWatch;
@@ -117,6 +118,9 @@ pub struct Missions {
     live: Mutex<HashMap<MissionId, Live>>,
     /// Stops the watchers when the server goes down (the shims go on).
     stop: CancellationToken,
+    /// The watchers, so shutdown waits for each to put down what it was
+    /// recording before the missions are suspended.
+    watchers: TaskTracker,
     /// Missions an operator asked to abort.
     aborting: Mutex<HashSet<MissionId>>,
     /// The open prompt of each mission waiting for a human: its id.
@@ -134,7 +138,8 @@ struct Live {
     /// at shutdown so the next server reads on from there.
     scanned: Arc<AtomicU64>,
     /// Re-attached after a restart and not resumed yet: its output waits
-    /// (no progress or prompt of a suspended mission is reported).
+    /// (no progress or prompt of a suspended mission is reported; if it
+    /// ends meanwhile, its last line and real end are).
     held: Arc<AtomicBool>,
 }
 
@@ -164,6 +169,7 @@ impl Missions {
             runs_dir,
             resolve,
             stop: CancellationToken::new(),
+            watchers: TaskTracker::new(),
             live: Mutex::new(HashMap::new()),
             aborting: Mutex::new(HashSet::new()),
             prompts: Mutex::new(HashMap::new()),
@@ -538,7 +544,8 @@ impl Missions {
         };
         lock(&self.live).insert(id.clone(), live.clone());
         let this = Arc::clone(self);
-        tokio::spawn(async move { this.watch(id, live).await });
+        self.watchers
+            .spawn(async move { this.watch(id, live).await });
     }
 
     /// Follows a mission's shim: progress and prompts while output flows,
@@ -556,6 +563,13 @@ impl Missions {
         let mut chunks: u64 = 0;
         let mut last_line = String::new();
         let mut prompts = PromptWatch::default();
+        // Read on from the middle of the output (after a restart): the
+        // detector first sees what came just before, unreported, so a line
+        // cut at the offset is judged whole.
+        if offset > 0 {
+            let start = offset.saturating_sub(warden_core::prompt::PROMPT_WINDOW as u64);
+            let _ = prompts.push(&read_range(&ShimFiles::output(&dir), start, offset));
+        }
         // The prompt text last offered (one kept from before a restart
         // too), so a repeat is not a new prompt.
         let mut offered: Option<String> = open_prompt(&dir).map(|(_, p, _)| p);
@@ -676,14 +690,17 @@ impl Missions {
                 continue;
             }
             let len = std::fs::metadata(ShimFiles::output(&dir)).map_or(0, |m| m.len());
-            // Where the last server stopped reading (after a crash it left
-            // no mark: what came before now is not reported).
-            let offset = read_scanned(&dir).filter(|o| *o <= len).unwrap_or(len);
+            let held = m.state == MissionState::Suspended;
+            // Where the last server stopped reading, marked when it
+            // suspended the mission; taken, so a later crash does not read
+            // from an old mark. A mission the last server did not suspend
+            // (it crashed) has no mark: output from now on is reported.
+            let mark = take_scanned(&dir);
+            let offset = mark.filter(|o| held && *o <= len).unwrap_or(len);
             // A prompt still open when the last server stopped stays open.
             if let Some((hitl_id, _, _)) = open_prompt(&dir) {
                 lock(&self.prompts).insert(m.id.clone(), hitl_id);
             }
-            let held = m.state == MissionState::Suspended;
             self.attach(m.id.clone(), shim, dir, offset, held);
         }
         Ok(())
@@ -704,14 +721,16 @@ impl Missions {
                     _ = tick.tick() => {}
                     () = stop.cancelled() => return,
                 }
-                let Some(all) = this.upgrade().map(|t| {
+                let Some(mut all) = this.upgrade().map(|t| {
                     lock(&t.live)
-                        .values()
-                        .map(|l| (l.shim, Arc::clone(&l.wake)))
+                        .iter()
+                        .map(|(id, l)| (id.clone(), l.shim, Arc::clone(&l.wake)))
                         .collect::<Vec<_>>()
                 }) else {
                     return;
                 };
+                // A stable order, so the cursor goes round every mission.
+                all.sort_unstable_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
                 if cursor >= all.len() {
                     cursor = 0;
                 }
@@ -723,7 +742,7 @@ impl Missions {
                 cursor += live.len();
                 // Thousands of /proc reads: off the runtime's threads.
                 let _ = tokio::task::spawn_blocking(move || {
-                    for (shim, wake) in live {
+                    for (_, shim, wake) in live {
                         if !warden_exec::shim::process_alive(shim.pid, shim.start) {
                             wake.notify_one();
                         }
@@ -739,14 +758,30 @@ impl Missions {
     /// How far each one's output was read is kept beside its run.
     pub async fn suspend_all(&self) -> Result<(), StoreError> {
         self.stop.cancel();
+        // Each watcher finishes what it was recording (a prompt, a
+        // progress, an end) first: nothing of a mission follows its
+        // `mission.suspended`, and the marks below are what was reported.
+        self.watchers.close();
+        if tokio::time::timeout(Duration::from_secs(10), self.watchers.wait())
+            .await
+            .is_err()
+        {
+            tracing::warn!("mission watchers still busy after 10 s; suspending anyway");
+        }
         let marks: Vec<(PathBuf, u64)> = lock(&self.live)
             .values()
             .map(|l| (l.dir.clone(), l.scanned.load(Ordering::Acquire)))
             .collect();
-        for (dir, offset) in marks {
-            if let Err(e) = write_scanned(&dir, offset) {
-                tracing::warn!(dir = %dir.display(), error = %e, "cannot keep how far a mission's output was read");
+        let written = tokio::task::spawn_blocking(move || {
+            for (dir, offset) in marks {
+                if let Err(e) = write_scanned(&dir, offset) {
+                    tracing::warn!(dir = %dir.display(), error = %e, "cannot keep how far a mission's output was read");
+                }
             }
+        })
+        .await;
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "keeping how far the missions' output was read failed");
         }
         for m in self.store.active_missions().await? {
             let shim = m.shim.map(|(pid, start)| Launched { pid, start });
@@ -777,8 +812,13 @@ impl Missions {
     /// order, even if this connection drops first). Then their output is
     /// read on from where the last server stopped.
     pub async fn resume_suspended(&self) -> Result<(), StoreError> {
+        // Going down: its watchers are gone, nothing could be resumed.
+        if self.stop.is_cancelled() {
+            return Ok(());
+        }
         let mut batch = Vec::new();
-        let mut woken = Vec::new();
+        let mut woken = HashMap::new();
+        let mut dropped = Vec::new();
         for m in self.store.active_missions().await? {
             if m.state != MissionState::Suspended {
                 continue;
@@ -817,8 +857,7 @@ impl Missions {
                     events.push((event.name().to_owned(), self.envelope(&m.id, &event)));
                     to = MissionState::HitlRequired;
                 } else {
-                    lock(&self.prompts).remove(&m.id);
-                    let _ = std::fs::remove_file(prompt_file(&live.dir));
+                    dropped.push(m.id.clone());
                 }
             }
             batch.push(Resume {
@@ -826,19 +865,19 @@ impl Missions {
                 events,
                 to,
             });
-            woken.push(live);
+            woken.insert(m.id.clone(), live);
         }
         if batch.is_empty() {
             return Ok(());
         }
-        let resumed: HashSet<MissionId> = self
-            .store
-            .resume_missions(batch)
-            .await?
-            .into_iter()
-            .collect();
+        let resumed = self.store.resume_missions(batch).await?;
         self.link.events_appended();
-        for live in woken {
+        for id in &resumed {
+            let Some(live) = woken.get(id) else { continue };
+            if dropped.contains(id) {
+                lock(&self.prompts).remove(id);
+                let _ = std::fs::remove_file(prompt_file(&live.dir));
+            }
             live.held.store(false, Ordering::Release);
             live.wake.notify_one();
         }
@@ -992,6 +1031,18 @@ fn ending(outcome: &Outcome, aborted: bool, last_line: &str) -> (Event, MissionU
     }
 }
 
+/// The bytes of `path` from `start` up to `end`.
+fn read_range(path: &Path, start: u64, end: u64) -> Vec<u8> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut buf = Vec::new();
+    if let Ok(mut f) = std::fs::File::open(path)
+        && f.seek(SeekFrom::Start(start)).is_ok()
+    {
+        let _ = f.take(end.saturating_sub(start)).read_to_end(&mut buf);
+    }
+    buf
+}
+
 /// Reads what was appended to `path` since `offset` (and moves it).
 fn read_from(path: &Path, offset: &mut u64) -> Vec<u8> {
     use std::io::{Read, Seek, SeekFrom};
@@ -1054,12 +1105,11 @@ fn scanned_file(dir: &Path) -> PathBuf {
     dir.join("scanned")
 }
 
-fn read_scanned(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(scanned_file(dir))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
+/// Reads and removes the mark.
+fn take_scanned(dir: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(scanned_file(dir)).ok()?;
+    let _ = std::fs::remove_file(scanned_file(dir));
+    text.trim().parse().ok()
 }
 
 fn write_scanned(dir: &Path, offset: u64) -> std::io::Result<()> {

@@ -47,6 +47,8 @@ struct Shared {
     /// the same descriptor from the kernel).
     waiters: Mutex<HashMap<WatchDescriptor, Waiters>>,
     next: std::sync::atomic::AtomicU64,
+    /// The reader task failed: every watch falls back to a look a second.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 /// The waiters of one descriptor, each with its token.
@@ -74,6 +76,7 @@ impl DirWatcher {
             fd: AsyncFd::new(Watched(inotify))?,
             waiters: Mutex::new(HashMap::new()),
             next: std::sync::atomic::AtomicU64::new(0),
+            failed: std::sync::atomic::AtomicBool::new(false),
         });
         let stop = CancellationToken::new();
         tokio::spawn(read_events(Arc::clone(&shared), stop.clone()));
@@ -128,9 +131,18 @@ pub struct DirWatch {
 
 impl DirWatch {
     /// Returns after the next change (one that happened since the last
-    /// return counts: it is never missed between two calls).
+    /// return counts: it is never missed between two calls), or after a
+    /// second if the shared reader has failed.
     pub async fn changed(&self) {
-        self.notify.notified().await;
+        if self
+            .shared
+            .failed
+            .load(std::sync::atomic::Ordering::Acquire)
+        {
+            tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        } else {
+            self.notify.notified().await;
+        }
     }
 }
 
@@ -150,6 +162,17 @@ impl Drop for DirWatch {
     }
 }
 
+/// Marks the reader failed and wakes every watch, so each one falls back to
+/// looking once a second.
+fn fail(s: &Shared, e: &dyn std::fmt::Display) {
+    tracing::error!(error = %e, "the run directories' inotify failed; missions fall back to a look a second");
+    s.failed.store(true, std::sync::atomic::Ordering::Release);
+    lock(&s.waiters)
+        .values()
+        .flatten()
+        .for_each(|(_, n)| n.notify_one());
+}
+
 async fn read_events(s: Arc<Shared>, stop: CancellationToken) {
     loop {
         let ready = tokio::select! {
@@ -158,10 +181,7 @@ async fn read_events(s: Arc<Shared>, stop: CancellationToken) {
         };
         let mut guard = match ready {
             Ok(g) => g,
-            Err(e) => {
-                tracing::error!(error = %e, "the run directories' inotify failed; missions fall back to their 1 s checks");
-                return;
-            }
+            Err(e) => return fail(&s, &e),
         };
         match guard.get_inner().0.read_events() {
             Ok(events) => {
@@ -181,10 +201,49 @@ async fn read_events(s: Arc<Shared>, stop: CancellationToken) {
                 }
             }
             Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
-            Err(e) => {
-                tracing::error!(error = %e, "reading the run directories' inotify failed");
-                return;
-            }
+            Err(e) => return fail(&s, &e),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    async fn wakes(w: &DirWatch) -> bool {
+        tokio::time::timeout(Duration::from_secs(5), w.changed())
+            .await
+            .is_ok()
+    }
+
+    #[tokio::test]
+    async fn a_directory_watched_twice_keeps_waking_the_handle_left() {
+        let dir = tempfile::tempdir().unwrap();
+        let watcher = DirWatcher::new().unwrap();
+        let a = watcher.watch(dir.path()).unwrap();
+        let b = watcher.watch(dir.path()).unwrap();
+        assert_eq!(watcher.len(), 1, "one descriptor for the directory");
+        std::fs::write(dir.path().join("one"), "x").unwrap();
+        assert!(wakes(&a).await && wakes(&b).await);
+        drop(a);
+        std::fs::write(dir.path().join("two"), "x").unwrap();
+        assert!(wakes(&b).await, "the other handle still hears");
+        drop(b);
+        assert!(watcher.is_empty());
+    }
+
+    #[tokio::test]
+    async fn a_change_before_the_wait_is_not_missed_and_other_directories_stay_quiet() {
+        let (one, two) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let watcher = DirWatcher::new().unwrap();
+        let w1 = watcher.watch(one.path()).unwrap();
+        let w2 = watcher.watch(two.path()).unwrap();
+        std::fs::write(one.path().join("f"), "x").unwrap();
+        // Give the reader time to dispatch before anyone waits.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(wakes(&w1).await);
+        let quiet = tokio::time::timeout(Duration::from_millis(200), w2.changed()).await;
+        assert!(quiet.is_err(), "no change in the second directory");
     }
 }

@@ -461,10 +461,35 @@ impl ShimLauncher {
                 () = wait => {}
                 () = tokio::time::sleep(Duration::from_millis(100)) => {}
                 () = tokio::time::sleep_until(deadline) => {
-                    return Err(std::io::Error::other("the shim did not start the program within 30 s"));
+                    // Never left running unwatched: a failed launch is over.
+                    let how = if self.stop_and_wait(launched).await {
+                        "it was stopped"
+                    } else {
+                        "it could not be stopped"
+                    };
+                    return Err(std::io::Error::other(format!(
+                        "the shim (pid {pid}) did not start the program within 30 s; {how}"
+                    )));
                 }
             }
         }
+    }
+
+    /// Stops a shim whose launch failed: SIGTERM (it stops its program
+    /// within the grace period), SIGKILL if it is still there after that.
+    /// Whether it is gone.
+    async fn stop_and_wait(&self, shim: Launched) -> bool {
+        Self::stop(shim);
+        let deadline = tokio::time::Instant::now() + self.grace + Duration::from_secs(2);
+        while process_alive(shim.pid, shim.start) {
+            if tokio::time::Instant::now() >= deadline {
+                let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), Signal::SIGKILL);
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                return !process_alive(shim.pid, shim.start);
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        true
     }
 
     /// Asks the shim to stop its program (SIGTERM; it records `cancelled`),

@@ -917,10 +917,14 @@ async fn the_cli_lists_shows_and_aborts_missions() {
     assert_eq!(ids, ["m-cli"], "only the live one: {listed}");
     let (code, out, _) = mission_cli(dir.path(), &server, &["list"]).await;
     assert_eq!(code, 0);
-    assert!(
-        out.contains("m-cli") && out.contains("m-done") && out.contains("done"),
-        "{out}"
-    );
+    let row = |id: &str| {
+        out.lines()
+            .find(|l| l.starts_with(id))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .map(str::to_owned)
+    };
+    assert_eq!(row("m-done").as_deref(), Some("done"), "{out}");
+    assert_eq!(row("m-cli").as_deref(), Some("running"), "{out}");
     let (code, out, _) = mission_cli(dir.path(), &server, &["show", "m-done"]).await;
     assert_eq!(code, 0);
     assert!(
@@ -952,5 +956,79 @@ async fn the_cli_lists_shows_and_aborts_missions() {
         err.contains("404") && err.contains("no mission m-nobody"),
         "{err}"
     );
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn after_a_crash_output_already_reported_is_not_reported_again() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (mut server, exec) = connected(dir.path(), &peer).await;
+    let objective = "echo one; while [ ! -e go1 ]; do sleep 0.05; done; echo two; \
+                     while [ ! -e go2 ]; do sleep 0.05; done; echo three";
+    peer.dispatch(
+        &server.base,
+        &exec,
+        "s",
+        dispatch_body("m-crash", objective),
+    )
+    .await;
+    let said = |f: &[Received], conn: u32, line: &str| {
+        mission_events(f, "m-crash")
+            .iter()
+            .any(|(c, e, d)| *c == conn && e == "mission.progress" && d["summary"] == line)
+    };
+    peer.wait_for(WAIT, "one", |f| said(f, 1, "one")).await;
+    // A clean stop marks how far the output was read…
+    terminate(&mut server).await;
+    let mut second = serve_with(dir.path(), &peer);
+    peer.wait_for(WAIT, "the resume", |f| {
+        mission_events(f, "m-crash")
+            .iter()
+            .any(|(c, e, _)| *c == 2 && e == "mission.resumed")
+    })
+    .await;
+    std::fs::write(dir.path().join("go1"), "").unwrap();
+    peer.wait_for(WAIT, "two", |f| said(f, 2, "two")).await;
+    // …and a crash after reading on must not read from that old mark.
+    second.child.kill().unwrap();
+    let deadline = std::time::Instant::now() + WAIT;
+    while second.child.try_wait().unwrap().is_none() {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let _third = serve_with(dir.path(), &peer);
+    peer.wait_for(WAIT, "the third resync", |f| resyncs(f).len() == 3)
+        .await;
+    std::fs::write(dir.path().join("go2"), "").unwrap();
+    let frames = peer
+        .wait_for(WAIT, "m-crash to end", |f| ended(f, "m-crash"))
+        .await;
+    // The crash may leave frames unacknowledged, sent again as they were
+    // (delivery is at least once); no new event may report old output.
+    let before: Vec<&Value> = frames
+        .iter()
+        .filter(|r| r.connection < 3)
+        .map(|r| &r.frame)
+        .collect();
+    let new: Vec<&Value> = frames
+        .iter()
+        .filter(|r| r.connection == 3 && r.frame["mission_id"] == "m-crash")
+        .map(|r| &r.frame)
+        .filter(|f| !before.contains(f))
+        .collect();
+    assert!(
+        !new.iter()
+            .any(|f| f["data"]["summary"] == "one" || f["data"]["summary"] == "two"),
+        "output reported before the crash was reported again: {new:?}"
+    );
+    let third: Vec<(String, Value)> = mission_events(&frames, "m-crash")
+        .into_iter()
+        .filter(|(c, _, _)| *c == 3)
+        .map(|(_, e, d)| (e, d))
+        .collect();
+    let (last, data) = third.last().unwrap();
+    assert_eq!(last, "mission.completed", "{third:?}");
+    assert_eq!(data["summary"], "three");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
