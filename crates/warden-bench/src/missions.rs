@@ -192,8 +192,22 @@ pub async fn resync(n: usize) -> anyhow::Result<()> {
     use warden_core::{MissionId, MissionState, Timestamp};
     use warden_store::{CommitMode, MissionRecord, MissionUpdate, Store};
 
-    let peer = aiwg_peer::Peer::start().await?;
     let bin = warden_bin()?;
+    // Baseline: the same restart with no missions, in the same run.
+    let empty = {
+        let peer = aiwg_peer::Peer::start().await?;
+        let dir = bench_dir()?;
+        let t0 = Instant::now();
+        let (mut child, _) = serve(&bin, dir.path(), &peer).await?;
+        peer.wait_for(Duration::from_secs(60), "the resync", |f| {
+            f.iter().any(|r| r.frame["event"] == "executor.resync")
+        })
+        .await;
+        let took = t0.elapsed();
+        let _ = child.kill().await;
+        took
+    };
+    let peer = aiwg_peer::Peer::start().await?;
     let dir = bench_dir()?;
     let home = dir.path().join("home");
     std::fs::create_dir_all(home.join("missions"))?;
@@ -322,6 +336,11 @@ pub async fn resync(n: usize) -> anyhow::Result<()> {
         "resync: warden serve restarted with {n} suspended missions (one stand-in shim process)"
     );
     println!("  listening after            {:8.1} ms", ms(listening));
+    println!(
+        "  baseline: the same restart with no missions: resync after {:.1} ms; ratio {:.1}x",
+        ms(empty),
+        resynced.as_secs_f64() / empty.as_secs_f64()
+    );
     println!(
         "  executor.resync received   {:8.1} ms  (owned_mission_ids: {owned})  target < 1000 ms: {}",
         ms(resynced),
