@@ -143,9 +143,6 @@ struct Live {
     held: Arc<AtomicBool>,
 }
 
-/// The longest answer accepted (a terminal line holds 4095 bytes).
-pub const MAX_ANSWER: usize = 4095;
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -219,12 +216,8 @@ impl Missions {
         hitl_id: &str,
         text: &str,
     ) -> Result<MissionId, String> {
-        if text.len() > MAX_ANSWER {
-            return Err(format!("the answer is longer than {MAX_ANSWER} bytes"));
-        }
-        if text.chars().any(char::is_control) {
-            return Err("the answer holds control characters".into());
-        }
+        // The same checks as every other route that answers a prompt.
+        warden_core::prompt::check_answer(text).map_err(|(_, why)| why)?;
         // Claimed atomically: a second answer finds no prompt.
         let (id, dir) = {
             let mut prompts = lock(&self.prompts);

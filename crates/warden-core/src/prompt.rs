@@ -5,6 +5,32 @@
 //! passphrases, tokens, codes) are restricted: they are recognised so they
 //! are never offered to a text-line responder.
 
+/// The longest answer, in bytes: a terminal in line mode keeps at most
+/// 4095 characters of a line before its newline (Linux `N_TTY_BUF_SIZE`),
+/// so a longer answer would arrive cut short.
+pub const MAX_ANSWER: usize = 4095;
+
+/// Checks an answer's text, the same for every route that answers a
+/// prompt (A2A `hitl-prompt/v1`, the HITL route, AIWG
+/// `mission.hitl_responded`): at most [`MAX_ANSWER`] bytes, no control
+/// characters (one line; the newline is warden's). The error: the rule
+/// broken and what to do.
+pub fn check_answer(text: &str) -> Result<(), (&'static str, String)> {
+    if text.len() > MAX_ANSWER {
+        return Err((
+            "hitl.text_length",
+            format!("the answer is {} bytes; at most {MAX_ANSWER}", text.len()),
+        ));
+    }
+    if text.chars().any(char::is_control) {
+        return Err((
+            "hitl.text_control",
+            "the answer contains a control character (one line of text, no newline)".into(),
+        ));
+    }
+    Ok(())
+}
+
 /// How much recent output is kept to find the last line.
 pub const PROMPT_WINDOW: usize = 8 * 1024;
 

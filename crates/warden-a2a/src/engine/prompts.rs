@@ -14,11 +14,6 @@ use crate::adapter::HITL_URI;
 use crate::instance::Instance;
 use crate::jsonrpc::A2aError;
 
-/// The longest answer, in bytes: a terminal in line mode keeps at most
-/// 4095 characters of a line before its newline (Linux `N_TTY_BUF_SIZE`),
-/// so a longer answer would arrive cut short.
-pub const MAX_ANSWER: usize = 4095;
-
 /// A prompt waiting for its answer.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PendingPrompt {
@@ -108,21 +103,9 @@ fn invalid(rule: &'static str, message: impl Into<String>) -> AnswerError {
     }
 }
 
-/// An answer's text: at most [`MAX_ANSWER`] bytes, no control characters.
+/// An answer's text: [`warden_core::prompt::check_answer`].
 fn check_text(text: &str) -> Result<(), AnswerError> {
-    if text.len() > MAX_ANSWER {
-        return Err(invalid(
-            "hitl.text_length",
-            format!("the answer is {} bytes; at most {MAX_ANSWER}", text.len()),
-        ));
-    }
-    if text.chars().any(char::is_control) {
-        return Err(invalid(
-            "hitl.text_control",
-            "the answer contains a control character (one line of text, no newline)",
-        ));
-    }
-    Ok(())
+    warden_core::prompt::check_answer(text).map_err(|(rule, message)| invalid(rule, message))
 }
 
 /// What an answering message carries under the extension's URI.
@@ -426,6 +409,7 @@ impl TaskEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use warden_core::prompt::MAX_ANSWER;
 
     #[test]
     fn answers_are_one_short_line() {

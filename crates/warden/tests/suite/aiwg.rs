@@ -492,9 +492,11 @@ async fn a_prompt_is_offered_and_the_orchestrator_s_answer_reaches_the_program()
             "ts": "2026-11-30T07:00:00.000Z", "data": {"hitl_id": hitl, field: text}
         })
     };
-    // An answer to another prompt goes nowhere; the real one (in the
-    // seed's `text` field) reaches the program.
+    // An answer to another prompt goes nowhere, one that breaks the HITL
+    // route's checks (a control character) is refused and claims nothing;
+    // the real one (in the seed's `text` field) reaches the program.
     peer.send(answer("hitl-unknown", "response", "n")).unwrap();
+    peer.send(answer(&hitl_id, "response", "n\u{1b}[2J")).unwrap();
     peer.send(answer(&hitl_id, "text", "y")).unwrap();
     let frames = peer
         .wait_for(WAIT, "m-ask to end", |f| ended(f, "m-ask"))
