@@ -43,6 +43,8 @@ struct Inner {
     refuse_registration: Option<u16>,
     /// Missions whose terminal event arrived: the event and when.
     ended: HashMap<String, (String, Instant)>,
+    /// Each mission's life as seen, to judge the order of its events.
+    order: crate::order::Tracker,
 }
 
 struct Shared {
@@ -420,6 +422,12 @@ async fn serve_socket(s: Arc<Shared>, executor_id: String, socket: WebSocket) {
         inner
             .violations
             .extend(schema::check_envelope(&frame).into_iter().map(tag));
+        let out_of_order = inner.order.observe(&frame);
+        inner.violations.extend(
+            out_of_order
+                .into_iter()
+                .map(|v| format!("connection {connection}: {v}")),
+        );
         if first && event != "executor.resync" {
             inner.violations.push(format!(
                 "connection {connection}: first frame was {event}, not executor.resync"

@@ -392,6 +392,11 @@ impl Missions {
         body: DispatchPayload,
     ) -> Result<DispatchResponse, DispatchError> {
         body.validate().map_err(DispatchError::BadRequest)?;
+        if self.stop.is_cancelled() {
+            return Err(DispatchError::Unavailable(
+                "this executor is shutting down; its missions are being suspended".into(),
+            ));
+        }
         let target = (self.resolve)(body.instance()).map_err(DispatchError::UnknownInstance)?;
         if let Some(why) = &target.refusal {
             return Err(DispatchError::Unavailable(why.clone()));

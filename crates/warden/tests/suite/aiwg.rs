@@ -496,7 +496,8 @@ async fn a_prompt_is_offered_and_the_orchestrator_s_answer_reaches_the_program()
     // route's checks (a control character) is refused and claims nothing;
     // the real one (in the seed's `text` field) reaches the program.
     peer.send(answer("hitl-unknown", "response", "n")).unwrap();
-    peer.send(answer(&hitl_id, "response", "n\u{1b}[2J")).unwrap();
+    peer.send(answer(&hitl_id, "response", "n\u{1b}[2J"))
+        .unwrap();
     peer.send(answer(&hitl_id, "text", "y")).unwrap();
     let frames = peer
         .wait_for(WAIT, "m-ask to end", |f| ended(f, "m-ask"))
