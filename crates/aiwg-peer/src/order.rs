@@ -32,17 +32,23 @@ struct Mission {
 /// Follows every mission of one executor across connections.
 #[derive(Debug, Default)]
 pub struct Tracker {
-    missions: HashMap<String, Mission>,
-    frames: HashSet<String>,
+    /// By executor and mission id.
+    missions: HashMap<(String, String), Mission>,
+    /// Every frame received, with the last connection it came on.
+    frames: HashMap<String, u32>,
     /// Missions the last `executor.resync` owned.
     owned: HashSet<String>,
 }
 
 impl Tracker {
-    /// Judges one received frame; the violations it shows.
-    pub fn observe(&mut self, frame: &Value) -> Vec<String> {
-        if !self.frames.insert(frame.to_string()) {
-            return Vec::new();
+    /// Judges one frame received on `connection`; the violations it shows.
+    /// A frame identical to one of an earlier connection is a resend (a
+    /// connection lost before its acknowledgement); on the same connection
+    /// it is a duplicate, and judged.
+    pub fn observe(&mut self, connection: u32, frame: &Value) -> Vec<String> {
+        match self.frames.insert(frame.to_string(), connection) {
+            Some(earlier) if earlier < connection => return Vec::new(),
+            _ => {}
         }
         let event = frame["event"].as_str().unwrap_or_default();
         if event == "executor.resync" {
@@ -58,7 +64,8 @@ impl Tracker {
             return Vec::new();
         };
         let owned = self.owned.contains(id);
-        let m = self.missions.entry(id.to_owned()).or_default();
+        let executor = frame["executor_id"].as_str().unwrap_or_default().to_owned();
+        let m = self.missions.entry((executor, id.to_owned())).or_default();
         let mut out = Vec::new();
         let mut bad = |why: String| out.push(format!("mission {id}: {event} {why}"));
         use Seen::*;
@@ -66,12 +73,20 @@ impl Tracker {
         let to = match (event, from) {
             // A mission this peer never saw assigned, owned by a resync (a
             // peer that started after the executor): judged from here on.
-            (_, None) if owned && event != "mission.assigned" => match event {
-                "mission.reconnected" => Some(Suspended),
-                "mission.suspended" => Some(Suspended),
-                "mission.hitl_required" => Some(WaitingForHuman),
-                _ => Some(Running),
-            },
+            // Its earlier events (progress among them) went to another.
+            (_, None) if owned && event != "mission.assigned" => {
+                m.progressed = true;
+                m.reconnected = event == "mission.reconnected";
+                if event == "mission.suspended" {
+                    m.checkpoint = frame["data"]["checkpoint_id"].as_str().map(str::to_owned);
+                }
+                match event {
+                    "mission.reconnected" | "mission.suspended" => Some(Suspended),
+                    "mission.hitl_required" => Some(WaitingForHuman),
+                    "mission.completed" | "mission.failed" | "mission.aborted" => Some(Ended),
+                    _ => Some(Running),
+                }
+            }
             ("mission.assigned", None) => Some(Assigned),
             ("mission.started", Some(Assigned)) => Some(Running),
             ("mission.progress", Some(Running | WaitingForHuman | Suspended)) => {
@@ -138,7 +153,7 @@ mod tests {
 
     fn run(frames: &[Value]) -> Vec<String> {
         let mut t = Tracker::default();
-        frames.iter().flat_map(|f| t.observe(f)).collect()
+        frames.iter().flat_map(|f| t.observe(1, f)).collect()
     }
 
     #[test]
@@ -184,5 +199,36 @@ mod tests {
         assert!(v[0].contains("hitl_required is not allowed while the mission is Suspended"));
         assert!(v[1].contains("checkpoint"));
         assert_eq!(run(&[ev("mission.progress", json!({}))]).len(), 1);
+    }
+
+    #[test]
+    fn a_resend_on_a_later_connection_passes_and_a_duplicate_on_the_same_does_not() {
+        let mut t = Tracker::default();
+        let done = ev("mission.completed", json!({}));
+        for f in [
+            ev("mission.assigned", json!({})),
+            ev("mission.started", json!({})),
+            ev("mission.progress", json!({})),
+            done.clone(),
+        ] {
+            assert!(t.observe(1, &f).is_empty());
+        }
+        assert!(t.observe(2, &done).is_empty(), "resent after a reconnect");
+        assert_eq!(t.observe(2, &done).len(), 1, "twice on one connection");
+    }
+
+    #[test]
+    fn a_mission_first_seen_in_a_resync_is_judged_from_there() {
+        let mut t = Tracker::default();
+        let resync = json!({"event": "executor.resync", "data": {"owned_mission_ids": ["m"]}});
+        assert!(t.observe(1, &resync).is_empty());
+        for f in [
+            ev("mission.reconnected", json!({"checkpoint_id": "c"})),
+            ev("mission.resumed", json!({})),
+            ev("mission.completed", json!({})),
+        ] {
+            assert_eq!(t.observe(1, &f), Vec::<String>::new());
+        }
+        assert_eq!(t.observe(1, &ev("mission.progress", json!({}))).len(), 1);
     }
 }

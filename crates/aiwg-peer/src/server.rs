@@ -422,7 +422,7 @@ async fn serve_socket(s: Arc<Shared>, executor_id: String, socket: WebSocket) {
         inner
             .violations
             .extend(schema::check_envelope(&frame).into_iter().map(tag));
-        let out_of_order = inner.order.observe(&frame);
+        let out_of_order = inner.order.observe(connection, &frame);
         inner.violations.extend(
             out_of_order
                 .into_iter()

@@ -118,9 +118,11 @@ pub struct Missions {
     live: Mutex<HashMap<MissionId, Live>>,
     /// Stops the watchers when the server goes down (the shims go on).
     stop: CancellationToken,
-    /// The watchers, so shutdown waits for each to put down what it was
-    /// recording before the missions are suspended.
+    /// The watchers (and dispatches under way), so shutdown waits for each
+    /// to put down what it was recording before the missions are suspended.
     watchers: TaskTracker,
+    /// Taken by a resume and by the shutdown: one at a time.
+    suspending: tokio::sync::Mutex<()>,
     /// Missions an operator asked to abort.
     aborting: Mutex<HashSet<MissionId>>,
     /// The open prompt of each mission waiting for a human: its id.
@@ -167,6 +169,7 @@ impl Missions {
             resolve,
             stop: CancellationToken::new(),
             watchers: TaskTracker::new(),
+            suspending: tokio::sync::Mutex::new(()),
             live: Mutex::new(HashMap::new()),
             aborting: Mutex::new(HashSet::new()),
             prompts: Mutex::new(HashMap::new()),
@@ -392,6 +395,8 @@ impl Missions {
         body: DispatchPayload,
     ) -> Result<DispatchResponse, DispatchError> {
         body.validate().map_err(DispatchError::BadRequest)?;
+        // Shutdown waits for a dispatch under way (its launch included).
+        let _busy = self.watchers.token();
         if self.stop.is_cancelled() {
             return Err(DispatchError::Unavailable(
                 "this executor is shutting down; its missions are being suspended".into(),
@@ -576,8 +581,12 @@ impl Missions {
         let dirwatch = self.launcher.watcher.watch(&dir).ok();
         let mut was_held = held.load(Ordering::Acquire);
         let outcome = loop {
-            // The server is going down: the mission is suspended, not ended.
+            // The server is going down: the mission is suspended, not ended
+            // (what was read is reported first).
             if self.stop.is_cancelled() {
+                if unsent {
+                    self.progress(&id, chunks, &last_line).await;
+                }
                 return;
             }
             let data = if held.load(Ordering::Acquire) {
@@ -641,7 +650,13 @@ impl Missions {
                     last_sent = Some(Instant::now());
                     unsent = false;
                 }
-                () = self.stop.cancelled() => return,
+                () = self.stop.cancelled() => {
+                    // What was read is reported before the suspension.
+                    if unsent {
+                        self.progress(&id, chunks, &last_line).await;
+                    }
+                    return;
+                }
             }
         };
         // The contract wants at least one progress before the end.
@@ -649,6 +664,22 @@ impl Missions {
             self.progress(&id, chunks, &last_line).await;
         }
         self.finish(&id, &outcome, &last_line).await;
+    }
+
+    /// Records the end of a mission nobody is watching now (it ended while
+    /// the server was down, or as it stops): its last output line as a
+    /// progress (the contract wants one before the end), then the end.
+    async fn end_from_files(&self, id: &MissionId, dir: &Path, outcome: &Outcome) {
+        let output = ShimFiles::output(dir);
+        let len = std::fs::metadata(&output).map_or(0, |m| m.len());
+        let tail = read_range(
+            &output,
+            len.saturating_sub(warden_core::prompt::PROMPT_WINDOW as u64),
+            len,
+        );
+        let last = last_line_of(&tail).unwrap_or_default();
+        self.progress(id, 0, &last).await;
+        self.finish(id, outcome, &last).await;
     }
 
     /// Records a mission's end and stops watching it.
@@ -680,20 +711,16 @@ impl Missions {
             };
             let shim = Launched { pid, start };
             if let Some(outcome) = shim_outcome(&dir, shim) {
-                let mut offset = 0;
-                let all = read_from(&ShimFiles::output(&dir), &mut offset);
-                let last = last_line_of(&all).unwrap_or_default();
-                self.progress(&m.id, 0, &last).await;
-                self.finish(&m.id, &outcome, &last).await;
+                self.end_from_files(&m.id, &dir, &outcome).await;
                 continue;
             }
             let len = std::fs::metadata(ShimFiles::output(&dir)).map_or(0, |m| m.len());
             let held = m.state == MissionState::Suspended;
             // Where the last server stopped reading, marked when it
-            // suspended the mission; taken, so a later crash does not read
-            // from an old mark. A mission the last server did not suspend
-            // (it crashed) has no mark: output from now on is reported.
-            let mark = take_scanned(&dir);
+            // suspended the mission (removed once it is resumed, so a later
+            // crash does not read from an old mark). A mission the last
+            // server did not suspend (it crashed) is read from now on.
+            let mark = read_scanned(&dir);
             let offset = mark.filter(|o| held && *o <= len).unwrap_or(len);
             // A prompt still open when the last server stopped stays open.
             if let Some((hitl_id, _, _)) = open_prompt(&dir) {
@@ -756,6 +783,8 @@ impl Missions {
     /// How far each one's output was read is kept beside its run.
     pub async fn suspend_all(&self) -> Result<(), StoreError> {
         self.stop.cancel();
+        // A resume under way commits first (and a later one does nothing).
+        let _turn = self.suspending.lock().await;
         // Each watcher finishes what it was recording (a prompt, a
         // progress, an end) first: nothing of a mission follows its
         // `mission.suspended`, and the marks below are what was reported.
@@ -783,12 +812,10 @@ impl Missions {
         }
         for m in self.store.active_missions().await? {
             let shim = m.shim.map(|(pid, start)| Launched { pid, start });
-            let ended = match (&m.run_dir, shim) {
-                (Some(dir), Some(shim)) => shim_outcome(Path::new(dir), shim),
-                _ => None,
-            };
-            if let Some(outcome) = ended {
-                self.finish(&m.id, &outcome, "").await;
+            if let (Some(dir), Some(shim)) = (&m.run_dir, shim)
+                && let Some(outcome) = shim_outcome(Path::new(dir), shim)
+            {
+                self.end_from_files(&m.id, Path::new(dir), &outcome).await;
                 continue;
             }
             if matches!(m.state, MissionState::Running | MissionState::HitlRequired) {
@@ -810,7 +837,9 @@ impl Missions {
     /// order, even if this connection drops first). Then their output is
     /// read on from where the last server stopped.
     pub async fn resume_suspended(&self) -> Result<(), StoreError> {
-        // Going down: its watchers are gone, nothing could be resumed.
+        // Not both at once with `suspend_all`; and once going down, its
+        // watchers are gone: nothing can be resumed.
+        let _turn = self.suspending.lock().await;
         if self.stop.is_cancelled() {
             return Ok(());
         }
@@ -876,6 +905,8 @@ impl Missions {
                 lock(&self.prompts).remove(id);
                 let _ = std::fs::remove_file(prompt_file(&live.dir));
             }
+            // Read on from here by this server: the mark is spent.
+            let _ = std::fs::remove_file(scanned_file(&live.dir));
             live.held.store(false, Ordering::Release);
             live.wake.notify_one();
         }
@@ -1103,11 +1134,12 @@ fn scanned_file(dir: &Path) -> PathBuf {
     dir.join("scanned")
 }
 
-/// Reads and removes the mark.
-fn take_scanned(dir: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(scanned_file(dir)).ok()?;
-    let _ = std::fs::remove_file(scanned_file(dir));
-    text.trim().parse().ok()
+fn read_scanned(dir: &Path) -> Option<u64> {
+    std::fs::read_to_string(scanned_file(dir))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }
 
 fn write_scanned(dir: &Path, offset: u64) -> std::io::Result<()> {

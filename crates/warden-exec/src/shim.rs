@@ -462,7 +462,7 @@ impl ShimLauncher {
                 () = tokio::time::sleep(Duration::from_millis(100)) => {}
                 () = tokio::time::sleep_until(deadline) => {
                     // Never left running unwatched: a failed launch is over.
-                    let how = if self.stop_and_wait(launched).await {
+                    let how = if self.stop_and_wait(launched, l.marker).await {
                         "it was stopped"
                     } else {
                         "it could not be stopped"
@@ -476,14 +476,20 @@ impl ShimLauncher {
     }
 
     /// Stops a shim whose launch failed: SIGTERM (it stops its program
-    /// within the grace period), SIGKILL if it is still there after that.
+    /// within the grace period), SIGKILL to it and every process carrying
+    /// the run's marker if it is still there after that.
     /// Whether it is gone.
-    async fn stop_and_wait(&self, shim: Launched) -> bool {
+    async fn stop_and_wait(&self, shim: Launched, marker: &str) -> bool {
         Self::stop(shim);
         let deadline = tokio::time::Instant::now() + self.grace + Duration::from_secs(2);
         while process_alive(shim.pid, shim.start) {
             if tokio::time::Instant::now() >= deadline {
                 let _ = nix::sys::signal::kill(Pid::from_raw(shim.pid), Signal::SIGKILL);
+                // Its program is in a session of its own: found by the
+                // run's marker in its environment.
+                let marker = marker.to_owned();
+                let _ =
+                    tokio::task::spawn_blocking(move || crate::kill_orphaned_run(&marker)).await;
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 return !process_alive(shim.pid, shim.start);
             }
