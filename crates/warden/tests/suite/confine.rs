@@ -802,3 +802,42 @@ async fn a_mission_in_a_confined_instance_starts_when_its_program_runs_and_is_he
     assert!(!Path::new(&dirs.outside("mission-escape.txt")).exists());
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_confined_mission_whose_sandbox_cannot_start_its_program_is_never_started() {
+    let peer = aiwg_peer::Peer::start().await.unwrap();
+    let dirs = Dirs::new();
+    write_config(dirs.path(), &confined_instance(&dirs, "edit"));
+    // No `sh` on this PATH: the sandbox cannot find the mission's program.
+    let server = Server::start_with(
+        dirs.path(),
+        &[
+            ("AIWG_SERVE_ENDPOINT", peer.base().as_str()),
+            ("PATH", "/nonexistent"),
+        ],
+    );
+    peer.wait_for(std::time::Duration::from_secs(30), "the resync", |f| {
+        f.iter().any(|r| r.frame["event"] == "executor.resync")
+    })
+    .await;
+    let exec = std::fs::read_to_string(dirs.path().join(".warden/identity"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    let body = json!({"mission_id": "m-nosh", "objective": "true", "completion": "exit 0",
+                      "executor_filter": {"agent_id": "boxed"}});
+    let (code, answer) = peer.dispatch(&server.base, &exec, "s", body).await;
+    assert_eq!(code, 500, "{answer}");
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("program_not_found"), "{answer}");
+    let events = mission_end(&peer, "m-nosh").await;
+    let names: Vec<&str> = events.iter().map(|(e, _)| e.as_str()).collect();
+    assert_eq!(names, ["mission.assigned", "mission.failed"], "{events:?}");
+    assert!(
+        events[1].1["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("program_not_found")),
+        "{events:?}"
+    );
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
