@@ -136,8 +136,9 @@ struct Live {
     dir: PathBuf,
     /// Wakes its watcher (its shim died, or it was resumed).
     wake: Arc<Notify>,
-    /// How far its output has been read and acted on, kept beside the run
-    /// at shutdown so the next server reads on from there.
+    /// How far its output has been read and acted on (the store keeps it
+    /// with each progress and the suspension; the next server reads on
+    /// from there).
     scanned: Arc<AtomicU64>,
     /// Re-attached after a restart and not resumed yet: its output waits
     /// (no progress or prompt of a suspended mission is reported; if it
@@ -424,6 +425,7 @@ impl Missions {
             created_at: now,
             updated_at: now,
             completed_at: None,
+            scanned: None,
         };
         let answer = DispatchResponse {
             mission_id: body.mission_id.to_string(),
@@ -585,7 +587,7 @@ impl Missions {
             // (what was read is reported first).
             if self.stop.is_cancelled() {
                 if unsent {
-                    self.progress(&id, chunks, &last_line).await;
+                    self.progress(&id, chunks, &last_line, Some(offset)).await;
                 }
                 return;
             }
@@ -623,7 +625,7 @@ impl Missions {
                 scanned.store(offset, Ordering::Release);
                 let due = last_sent.map(|t| t + PROGRESS_EVERY);
                 if due.is_none_or(|d| Instant::now() >= d) {
-                    self.progress(&id, chunks, &last_line).await;
+                    self.progress(&id, chunks, &last_line, Some(offset)).await;
                     last_sent = Some(Instant::now());
                     unsent = false;
                 } else {
@@ -646,14 +648,14 @@ impl Missions {
                 // Its shim died (the liveness sweep), or it was resumed.
                 () = wake.notified() => {}
                 () = sleep_until(next_due), if unsent => {
-                    self.progress(&id, chunks, &last_line).await;
+                    self.progress(&id, chunks, &last_line, Some(offset)).await;
                     last_sent = Some(Instant::now());
                     unsent = false;
                 }
                 () = self.stop.cancelled() => {
                     // What was read is reported before the suspension.
                     if unsent {
-                        self.progress(&id, chunks, &last_line).await;
+                        self.progress(&id, chunks, &last_line, Some(offset)).await;
                     }
                     return;
                 }
@@ -661,7 +663,7 @@ impl Missions {
         };
         // The contract wants at least one progress before the end.
         if unsent || last_sent.is_none() {
-            self.progress(&id, chunks, &last_line).await;
+            self.progress(&id, chunks, &last_line, Some(offset)).await;
         }
         self.finish(&id, &outcome, &last_line).await;
     }
@@ -678,7 +680,7 @@ impl Missions {
             len,
         );
         let last = last_line_of(&tail).unwrap_or_default();
-        self.progress(id, 0, &last).await;
+        self.progress(id, 0, &last, None).await;
         self.finish(id, outcome, &last).await;
     }
 
@@ -716,12 +718,10 @@ impl Missions {
             }
             let len = std::fs::metadata(ShimFiles::output(&dir)).map_or(0, |m| m.len());
             let held = m.state == MissionState::Suspended;
-            // Where the last server stopped reading, marked when it
-            // suspended the mission (removed once it is resumed, so a later
-            // crash does not read from an old mark). A mission the last
-            // server did not suspend (it crashed) is read from now on.
-            let mark = read_scanned(&dir);
-            let offset = mark.filter(|o| held && *o <= len).unwrap_or(len);
+            // Read on from what was last reported (kept with each progress
+            // and with the suspension), after a crash too: nothing is
+            // reported twice or skipped.
+            let offset = m.scanned.unwrap_or(0).min(len);
             // A prompt still open when the last server stopped stays open.
             if let Some((hitl_id, _, _)) = open_prompt(&dir) {
                 lock(&self.prompts).insert(m.id.clone(), hitl_id);
@@ -795,21 +795,6 @@ impl Missions {
         {
             tracing::warn!("mission watchers still busy after 10 s; suspending anyway");
         }
-        let marks: Vec<(PathBuf, u64)> = lock(&self.live)
-            .values()
-            .map(|l| (l.dir.clone(), l.scanned.load(Ordering::Acquire)))
-            .collect();
-        let written = tokio::task::spawn_blocking(move || {
-            for (dir, offset) in marks {
-                if let Err(e) = write_scanned(&dir, offset) {
-                    tracing::warn!(dir = %dir.display(), error = %e, "cannot keep how far a mission's output was read");
-                }
-            }
-        })
-        .await;
-        if let Err(e) = written {
-            tracing::warn!(error = %e, "keeping how far the missions' output was read failed");
-        }
         for m in self.store.active_missions().await? {
             let shim = m.shim.map(|(pid, start)| Launched { pid, start });
             if let (Some(dir), Some(shim)) = (&m.run_dir, shim)
@@ -823,8 +808,14 @@ impl Missions {
                     checkpoint_id: m.checkpoint_id.clone(),
                     reason: "mgmt_server_shutdown".into(),
                 };
-                self.transition(&m.id, event, MissionUpdate::default())
-                    .await?;
+                // How far its output was read and reported, kept with it.
+                let update = MissionUpdate {
+                    scanned: lock(&self.live)
+                        .get(&m.id)
+                        .map(|l| l.scanned.load(Ordering::Acquire)),
+                    ..MissionUpdate::default()
+                };
+                self.transition(&m.id, event, update).await?;
             }
         }
         Ok(())
@@ -905,8 +896,6 @@ impl Missions {
                 lock(&self.prompts).remove(id);
                 let _ = std::fs::remove_file(prompt_file(&live.dir));
             }
-            // Read on from here by this server: the mark is spent.
-            let _ = std::fs::remove_file(scanned_file(&live.dir));
             live.held.store(false, Ordering::Release);
             live.wake.notify_one();
         }
@@ -914,13 +903,25 @@ impl Missions {
         Ok(())
     }
 
-    async fn progress(&self, id: &MissionId, chunks: u64, last_line: &str) {
+    /// Logs a `mission.progress`; with `scanned`, also that the output up
+    /// to there has been reported (a restart reads on from it).
+    async fn progress(&self, id: &MissionId, chunks: u64, last_line: &str, scanned: Option<u64>) {
         let event = Event::Progress {
             phase: "execution".into(),
             iteration: chunks,
             summary: last_line.to_owned(),
         };
-        if let Err(e) = self.append(id, event).await {
+        let saved = match scanned {
+            Some(n) => {
+                let env = self.envelope(id, &event);
+                self.store
+                    .record_progress(id.clone(), n, (event.name().into(), env))
+                    .await
+                    .map(|_| self.link.events_appended())
+            }
+            None => self.append(id, event).await,
+        };
+        if let Err(e) = saved {
             tracing::warn!(mission = %id, error = %e, "cannot record mission progress");
         }
     }
@@ -1127,25 +1128,6 @@ fn shim_outcome(dir: &Path, shim: Launched) -> Option<Outcome> {
         }
         Err(e) => Outcome::infrastructure("shim_status_unreadable", Some(e)),
     })
-}
-
-/// Where a run keeps how far the last server read its output.
-fn scanned_file(dir: &Path) -> PathBuf {
-    dir.join("scanned")
-}
-
-fn read_scanned(dir: &Path) -> Option<u64> {
-    std::fs::read_to_string(scanned_file(dir))
-        .ok()?
-        .trim()
-        .parse()
-        .ok()
-}
-
-fn write_scanned(dir: &Path, offset: u64) -> std::io::Result<()> {
-    let tmp = dir.join("scanned.tmp");
-    std::fs::write(&tmp, offset.to_string())?;
-    std::fs::rename(tmp, scanned_file(dir))
 }
 
 /// Where a run keeps its open prompt.

@@ -250,6 +250,7 @@ pub async fn resync(n: usize) -> anyhow::Result<()> {
                 created_at: now,
                 updated_at: now,
                 completed_at: None,
+                scanned: None,
             };
             let assigned = env(&Event::Assigned {
                 estimated_start: now,
@@ -280,7 +281,11 @@ pub async fn resync(n: usize) -> anyhow::Result<()> {
                 .transition_mission(
                     id.clone(),
                     MissionState::Suspended,
-                    MissionUpdate::default(),
+                    // The previous server had reported its output.
+                    MissionUpdate {
+                        scanned: Some("working\n".len() as u64),
+                        ..MissionUpdate::default()
+                    },
                     (suspended.name().into(), env(&suspended)),
                 )
                 .await

@@ -38,6 +38,8 @@ pub struct MissionRecord {
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub completed_at: Option<Timestamp>,
+    /// Bytes of its output reported so far (`None`: nothing yet).
+    pub scanned: Option<u64>,
 }
 
 /// What a state change also records.
@@ -47,6 +49,8 @@ pub struct MissionUpdate {
     pub shim: Option<(i32, u64)>,
     pub exit_code: Option<i32>,
     pub error: Option<String>,
+    /// How far its output has been reported, when that moved.
+    pub scanned: Option<u64>,
     /// Refuse the change unless the mission is in this state now (a
     /// compare-and-set against a change that happened meanwhile).
     pub only_from: Option<MissionState>,
@@ -80,7 +84,7 @@ pub enum Dispatched {
 
 const COLUMNS: &str = "id, session_id, instance, objective, completion, long_running, metadata, \
      state, checkpoint_id, run_dir, shim_pid, shim_start, exit_code, error, created_at, \
-     updated_at, completed_at";
+     updated_at, completed_at, scanned";
 
 fn millis(ms: i64) -> Timestamp {
     Timestamp::from_millis(u64::try_from(ms).unwrap_or(0))
@@ -108,6 +112,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Result<MissionRecord, StoreError>> 
     let created_at = millis(r.get(14)?);
     let updated_at = millis(r.get(15)?);
     let completed_at = r.get::<_, Option<i64>>(16)?.map(millis);
+    let scanned = r.get::<_, Option<i64>>(17)?.map(|n| n.max(0) as u64);
     Ok((|| {
         Ok(MissionRecord {
             id: MissionId::parse(&id)?,
@@ -128,6 +133,7 @@ fn from_row(r: &Row<'_>) -> rusqlite::Result<Result<MissionRecord, StoreError>> 
             created_at,
             updated_at,
             completed_at,
+            scanned,
         })
     })())
 }
@@ -166,7 +172,7 @@ impl Store {
             }
             let now = Timestamp::now().as_millis() as i64;
             c.prepare_cached(&format!(
-                "INSERT INTO missions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, NULL, NULL, NULL, NULL, ?10, ?10, NULL)"
+                "INSERT INTO missions ({COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, NULL, NULL, NULL, NULL, ?10, ?10, NULL, NULL)"
             ))?
             .execute(params![
                 rec.id.as_str(),
@@ -222,7 +228,8 @@ impl Store {
             c.prepare_cached(
                 "UPDATE missions SET state = ?2, run_dir = ?3, shim_pid = ?4, shim_start = ?5,
                         exit_code = ?6, error = ?7, updated_at = ?8,
-                        completed_at = CASE WHEN ?9 THEN ?8 ELSE completed_at END
+                        completed_at = CASE WHEN ?9 THEN ?8 ELSE completed_at END,
+                        scanned = COALESCE(?10, scanned)
                  WHERE id = ?1",
             )?
             .execute(params![
@@ -235,6 +242,7 @@ impl Store {
                 update.error.or(cur.error),
                 now,
                 to.is_terminal(),
+                update.scanned.map(|n| n as i64),
             ])?;
             events::append(c, "mission", id.as_str(), &event.0, &event.1)
         })
@@ -257,6 +265,29 @@ impl Store {
                 });
             }
             events::append(c, "mission", id.as_str(), &kind, &envelope)
+        })
+        .await
+    }
+
+    /// Appends a `mission.progress` (kind, envelope) and records that the
+    /// mission's output up to `scanned` bytes has been reported, together.
+    pub async fn record_progress(
+        &self,
+        id: MissionId,
+        scanned: u64,
+        event: (String, Value),
+    ) -> Result<u64, StoreError> {
+        self.write(move |c| {
+            let moved = c
+                .prepare_cached("UPDATE missions SET scanned = ?2 WHERE id = ?1")?
+                .execute(params![id.as_str(), scanned as i64])?;
+            if moved == 0 {
+                return Err(StoreError::NotFound {
+                    kind: "mission",
+                    id: id.to_string(),
+                });
+            }
+            events::append(c, "mission", id.as_str(), &event.0, &event.1)
         })
         .await
     }

@@ -170,6 +170,12 @@ const MIGRATIONS: &[&str] = &[
     );
     INSERT INTO mission_outbox (id, delivered) VALUES (1, 0);
     "#,
+    // 5: how far each mission's output has been reported (bytes), written
+    // with its progress events and its suspension, so a restart (a crash
+    // too) reads on from there: nothing reported twice, nothing skipped.
+    r#"
+    ALTER TABLE missions ADD COLUMN scanned INTEGER;
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -27,6 +27,7 @@ fn mission(id: &str) -> MissionRecord {
         created_at: now,
         updated_at: now,
         completed_at: None,
+        scanned: None,
     }
 }
 
@@ -212,4 +213,116 @@ async fn the_outbox_delivers_queued_events_in_order_across_reopen() {
             .await,
         Err(StoreError::NotFound { .. })
     ));
+}
+
+#[tokio::test]
+async fn resumes_commit_together_and_the_read_mark_moves_with_its_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    for m in ["m-a", "m-b", "m-c"] {
+        store
+            .dispatch_mission(mission(m), envelope("mission.assigned", m))
+            .await
+            .unwrap();
+        store
+            .transition_mission(
+                id(m),
+                MissionState::Running,
+                MissionUpdate::default(),
+                ("mission.started".into(), envelope("mission.started", m)),
+            )
+            .await
+            .unwrap();
+    }
+    store
+        .record_progress(
+            id("m-a"),
+            42,
+            (
+                "mission.progress".into(),
+                envelope("mission.progress", "m-a"),
+            ),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.mission(id("m-a")).await.unwrap().scanned, Some(42));
+    for (m, mark) in [("m-a", 50), ("m-b", 7)] {
+        let update = MissionUpdate {
+            scanned: Some(mark),
+            ..MissionUpdate::default()
+        };
+        store
+            .transition_mission(
+                id(m),
+                MissionState::Suspended,
+                update,
+                ("mission.suspended".into(), envelope("mission.suspended", m)),
+            )
+            .await
+            .unwrap();
+    }
+    // A mark not given is kept.
+    store
+        .transition_mission(
+            id("m-b"),
+            MissionState::Failed,
+            MissionUpdate::default(),
+            ("mission.failed".into(), envelope("mission.failed", "m-b")),
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.mission(id("m-b")).await.unwrap().scanned, Some(7));
+
+    let resume = |m: &str, to| warden_store::Resume {
+        id: id(m),
+        events: vec![
+            (
+                "mission.reconnected".into(),
+                envelope("mission.reconnected", m),
+            ),
+            ("mission.resumed".into(), envelope("mission.resumed", m)),
+        ],
+        to,
+    };
+    // m-b ended meanwhile and m-c was never suspended: only m-a resumes,
+    // into the prompt it was waiting on.
+    let resumed = store
+        .resume_missions(vec![
+            resume("m-a", MissionState::HitlRequired),
+            resume("m-b", MissionState::Running),
+            resume("m-c", MissionState::Running),
+        ])
+        .await
+        .unwrap();
+    assert_eq!(resumed, vec![id("m-a")]);
+    let a = store.mission(id("m-a")).await.unwrap();
+    assert_eq!(a.state, MissionState::HitlRequired);
+    assert_eq!(a.scanned, Some(50));
+    let kinds: Vec<String> = store
+        .recent_mission_events(id("m-a"), 2)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect();
+    assert_eq!(kinds, ["mission.reconnected", "mission.resumed"]);
+    assert_eq!(
+        store.recent_mission_events(id("m-c"), 1).await.unwrap()[0].kind,
+        "mission.started",
+        "nothing logged for a mission not resumed"
+    );
+    // A state the diagram forbids after a resume is refused whole.
+    let err = store
+        .resume_missions(vec![resume("m-a", MissionState::Assigned)])
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::Rejected(_)), "{err}");
+    let listed: Vec<String> = store
+        .list_missions(true, 10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id.to_string())
+        .collect();
+    assert_eq!(listed.len(), 2, "m-b ended: {listed:?}");
 }

@@ -154,7 +154,7 @@ async fn migrations_are_versioned_and_a_newer_schema_is_refused() {
     let path = dir.path().join("warden.db");
     Store::open(&path, CommitMode::Group).unwrap().close();
     let raw = rusqlite_version(&path);
-    assert_eq!(raw, 4);
+    assert_eq!(raw, 5);
     set_version(&path, 99);
     let err = Store::open(&path, CommitMode::Group).unwrap_err();
     assert!(err.to_string().contains("newer than this build"), "{err}");

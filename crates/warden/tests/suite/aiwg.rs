@@ -963,12 +963,13 @@ async fn the_cli_lists_shows_and_aborts_missions() {
 }
 
 #[tokio::test]
-async fn after_a_crash_output_already_reported_is_not_reported_again() {
+async fn after_a_crash_output_is_reported_on_neither_skipped_nor_repeated() {
     let peer = Peer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (mut server, exec) = connected(dir.path(), &peer).await;
     let objective = "echo one; while [ ! -e go1 ]; do sleep 0.05; done; echo two; \
-                     while [ ! -e go2 ]; do sleep 0.05; done; echo three";
+                     while [ ! -e go2 ]; do sleep 0.05; done; echo three; \
+                     while [ ! -e go3 ]; do sleep 0.05; done; echo four";
     peer.dispatch(
         &server.base,
         &exec,
@@ -993,17 +994,27 @@ async fn after_a_crash_output_already_reported_is_not_reported_again() {
     .await;
     std::fs::write(dir.path().join("go1"), "").unwrap();
     peer.wait_for(WAIT, "two", |f| said(f, 2, "two")).await;
-    // …and a crash after reading on must not read from that old mark.
+    // …and after a crash the next server reads on from what was last
+    // reported: not from that old mark, and not skipping what the program
+    // printed while no server ran.
     second.child.kill().unwrap();
     let deadline = std::time::Instant::now() + WAIT;
     while second.child.try_wait().unwrap().is_none() {
         assert!(std::time::Instant::now() < deadline);
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
-    let _third = serve_with(dir.path(), &peer);
-    peer.wait_for(WAIT, "the third resync", |f| resyncs(f).len() == 3)
-        .await;
+    let run = std::fs::read_dir(dir.path().join(".warden/missions"))
+        .unwrap()
+        .next()
+        .unwrap()
+        .unwrap()
+        .path();
     std::fs::write(dir.path().join("go2"), "").unwrap();
+    wait_file_holds(&run.join("output"), "three").await;
+    let _third = serve_with(dir.path(), &peer);
+    peer.wait_for(WAIT, "three, printed while down", |f| said(f, 3, "three"))
+        .await;
+    std::fs::write(dir.path().join("go3"), "").unwrap();
     let frames = peer
         .wait_for(WAIT, "m-crash to end", |f| ended(f, "m-crash"))
         .await;
@@ -1032,6 +1043,6 @@ async fn after_a_crash_output_already_reported_is_not_reported_again() {
         .collect();
     let (last, data) = third.last().unwrap();
     assert_eq!(last, "mission.completed", "{third:?}");
-    assert_eq!(data["summary"], "three");
+    assert_eq!(data["summary"], "four");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
