@@ -14,6 +14,19 @@ use serde_json::json;
 
 use crate::percentile;
 
+/// Fails the bench if the peer saw any schema or order violation.
+fn no_violations(peer: &aiwg_peer::Peer) -> anyhow::Result<()> {
+    let violations = peer.violations();
+    if let Some(first) = violations.first() {
+        bail!(
+            "the peer saw {} contract violations, first: {first}",
+            violations.len()
+        );
+    }
+    println!("  contract violations seen by the peer: 0");
+    Ok(())
+}
+
 /// The release `warden` beside this binary.
 fn warden_bin() -> anyhow::Result<std::path::PathBuf> {
     let bin = std::env::current_exe()?.with_file_name("warden");
@@ -121,15 +134,7 @@ pub async fn run(missions: usize, concurrency: usize) -> anyhow::Result<()> {
         ms(raw50),
         p50.as_secs_f64() / raw50.as_secs_f64()
     );
-    let violations = peer.violations();
-    if !violations.is_empty() {
-        bail!(
-            "the peer saw {} contract violations, first: {}",
-            violations.len(),
-            violations[0]
-        );
-    }
-    println!("  contract violations seen by the peer: 0");
+    no_violations(&peer)?;
     let _ = child.kill().await;
     Ok(())
 }
@@ -356,15 +361,7 @@ pub async fn resync(n: usize) -> anyhow::Result<()> {
         ms(resumed),
         n as f64 / (resumed - resynced).as_secs_f64().max(1e-9)
     );
-    let violations = peer.violations();
-    if !violations.is_empty() {
-        bail!(
-            "the peer saw {} contract violations, first: {}",
-            violations.len(),
-            violations[0]
-        );
-    }
-    println!("  contract violations seen by the peer: 0");
+    no_violations(&peer)?;
     // What watching them costs while nothing happens.
     let server = child.id().context("the server's pid")? as i32;
     let before = cpu_ticks(server)?;

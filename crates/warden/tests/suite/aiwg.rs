@@ -709,18 +709,30 @@ async fn a_prompt_open_at_shutdown_is_offered_again_after_the_restart() {
     );
     assert_eq!(again[2].1["hitl_id"], first["hitl_id"]);
     assert_eq!(again[2].1["prompt"], "Proceed? [y/N]");
-    let (_, st) = peer.mission_status(&_server.base, "", "m-wait").await;
+    answer_yes_and_see_it_complete(&peer, &_server, &exec, "m-wait", &first["hitl_id"]).await;
+}
+
+/// The mission waits on a prompt: answered `y` from aiwg serve, it runs
+/// again and completes, having read the answer (`got y`).
+async fn answer_yes_and_see_it_complete(
+    peer: &Peer,
+    server: &Server,
+    exec: &str,
+    mission: &str,
+    hitl_id: &Value,
+) {
+    let (_, st) = peer.mission_status(&server.base, "", mission).await;
     assert_eq!(st["state"], "hitl-required");
     peer.send(serde_json::json!({
-        "event": "mission.hitl_responded", "executor_id": exec, "mission_id": "m-wait",
+        "event": "mission.hitl_responded", "executor_id": exec, "mission_id": mission,
         "ts": "2026-11-30T07:00:00.000Z",
-        "data": {"hitl_id": first["hitl_id"], "response": "y"}
+        "data": {"hitl_id": hitl_id, "response": "y"}
     }))
     .unwrap();
     let frames = peer
-        .wait_for(WAIT, "m-wait to end", |f| ended(f, "m-wait"))
+        .wait_for(WAIT, &format!("{mission} to end"), |f| ended(f, mission))
         .await;
-    let events = mission_events(&frames, "m-wait");
+    let events = mission_events(&frames, mission);
     let (_, name, data) = events.last().unwrap();
     assert_eq!(name, "mission.completed", "{events:?}");
     assert_eq!(data["summary"], "got y");
@@ -799,22 +811,7 @@ async fn output_and_a_prompt_printed_while_the_server_is_down_are_reported_after
                 .is_some_and(|s| s.contains("printed-while-down") || s.contains("Proceed?"))),
         "the output printed while down is reported: {after:?}"
     );
-    let (_, st) = peer.mission_status(&server.base, "", "m-down").await;
-    assert_eq!(st["state"], "hitl-required");
-    peer.send(serde_json::json!({
-        "event": "mission.hitl_responded", "executor_id": exec, "mission_id": "m-down",
-        "ts": "2026-11-30T07:00:00.000Z",
-        "data": {"hitl_id": asked["hitl_id"], "response": "y"}
-    }))
-    .unwrap();
-    let frames = peer
-        .wait_for(WAIT, "m-down to end", |f| ended(f, "m-down"))
-        .await;
-    let events = mission_events(&frames, "m-down");
-    let (_, name, data) = events.last().unwrap();
-    assert_eq!(name, "mission.completed", "{events:?}");
-    assert_eq!(data["summary"], "got y");
-    assert_eq!(peer.violations(), Vec::<String>::new());
+    answer_yes_and_see_it_complete(&peer, &server, &exec, "m-down", &asked["hitl_id"]).await;
 }
 
 #[tokio::test]

@@ -736,19 +736,30 @@ async fn mission_end(peer: &aiwg_peer::Peer, mission: &str) -> Vec<(String, Valu
         .collect()
 }
 
-#[tokio::test]
-async fn a_mission_in_a_confined_instance_starts_when_its_program_runs_and_is_held_by_the_policy() {
+/// A server with the confined instance `boxed` (profile `edit`),
+/// registered with a fresh AIWG peer and connected; its executor id.
+async fn confined_missions(env: &[(&str, &str)]) -> (aiwg_peer::Peer, Dirs, Server, String) {
     let peer = aiwg_peer::Peer::start().await.unwrap();
     let dirs = Dirs::new();
     write_config(dirs.path(), &confined_instance(&dirs, "edit"));
-    let server = Server::start_with(
-        dirs.path(),
-        &[("AIWG_SERVE_ENDPOINT", peer.base().as_str())],
-    );
+    let endpoint = peer.base();
+    let mut all = vec![("AIWG_SERVE_ENDPOINT", endpoint.as_str())];
+    all.extend_from_slice(env);
+    let server = Server::start_with(dirs.path(), &all);
     peer.wait_for(std::time::Duration::from_secs(30), "the resync", |f| {
         f.iter().any(|r| r.frame["event"] == "executor.resync")
     })
     .await;
+    let exec = std::fs::read_to_string(dirs.path().join(".warden/identity"))
+        .unwrap()
+        .trim()
+        .to_owned();
+    (peer, dirs, server, exec)
+}
+
+#[tokio::test]
+async fn a_mission_in_a_confined_instance_starts_when_its_program_runs_and_is_held_by_the_policy() {
+    let (peer, dirs, server, exec) = confined_missions(&[]).await;
     // Certified before it listened: the tier is claimed at registration.
     let caps = peer.registrations()[0]["capabilities"].clone();
     assert!(
@@ -757,10 +768,6 @@ async fn a_mission_in_a_confined_instance_starts_when_its_program_runs_and_is_he
             .contains(&json!("isolation:confined")),
         "{caps}"
     );
-    let exec = std::fs::read_to_string(dirs.path().join(".warden/identity"))
-        .unwrap()
-        .trim()
-        .to_owned();
     let body = |id: &str, objective: &str| {
         json!({"mission_id": id, "objective": objective, "completion": "exit 0",
                "executor_filter": {"agent_id": "boxed"}})
@@ -805,25 +812,8 @@ async fn a_mission_in_a_confined_instance_starts_when_its_program_runs_and_is_he
 
 #[tokio::test]
 async fn a_confined_mission_whose_sandbox_cannot_start_its_program_is_never_started() {
-    let peer = aiwg_peer::Peer::start().await.unwrap();
-    let dirs = Dirs::new();
-    write_config(dirs.path(), &confined_instance(&dirs, "edit"));
     // No `sh` on this PATH: the sandbox cannot find the mission's program.
-    let server = Server::start_with(
-        dirs.path(),
-        &[
-            ("AIWG_SERVE_ENDPOINT", peer.base().as_str()),
-            ("PATH", "/nonexistent"),
-        ],
-    );
-    peer.wait_for(std::time::Duration::from_secs(30), "the resync", |f| {
-        f.iter().any(|r| r.frame["event"] == "executor.resync")
-    })
-    .await;
-    let exec = std::fs::read_to_string(dirs.path().join(".warden/identity"))
-        .unwrap()
-        .trim()
-        .to_owned();
+    let (peer, _dirs, server, exec) = confined_missions(&[("PATH", "/nonexistent")]).await;
     let body = json!({"mission_id": "m-nosh", "objective": "true", "completion": "exit 0",
                       "executor_filter": {"agent_id": "boxed"}});
     let (code, answer) = peer.dispatch(&server.base, &exec, "s", body).await;
