@@ -403,7 +403,14 @@ impl Missions {
                 "this executor is shutting down; its missions are being suspended".into(),
             ));
         }
-        let target = (self.resolve)(body.instance()).map_err(DispatchError::UnknownInstance)?;
+        // A named instance that is not here is unknown (404); no default
+        // instance to fall back on is this executor's lack (503).
+        let target = (self.resolve)(body.instance()).map_err(|e| match body.instance() {
+            Some(_) => DispatchError::UnknownInstance(e),
+            None => DispatchError::Unavailable(format!(
+                "{e}: name an instance in executor_filter.agent_id"
+            )),
+        })?;
         if let Some(why) = &target.refusal {
             return Err(DispatchError::Unavailable(why.clone()));
         }

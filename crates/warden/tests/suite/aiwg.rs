@@ -1043,3 +1043,35 @@ async fn after_a_crash_output_is_reported_on_neither_skipped_nor_repeated() {
     assert_eq!(data["summary"], "four");
     assert_eq!(peer.violations(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn without_a_default_instance_a_dispatch_must_name_one() {
+    let peer = Peer::start().await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    write_config(
+        dir.path(),
+        "[[a2a.instances]]\nname = \"builder\"\nruntime = \"command\"\nargv = [\"true\"]\n",
+    );
+    let (server, exec) = connected(dir.path(), &peer).await;
+    let (code, body) = peer
+        .dispatch(&server.base, &exec, "s", dispatch_body("m-nowhere", "true"))
+        .await;
+    assert_eq!(code, 503, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("executor_filter.agent_id")),
+        "{body}"
+    );
+    let mut named = dispatch_body("m-named", "echo built");
+    named["executor_filter"] = serde_json::json!({"agent_id": "builder"});
+    let (code, body) = peer.dispatch(&server.base, &exec, "s", named).await;
+    assert_eq!(code, 202, "{body}");
+    let frames = peer
+        .wait_for(WAIT, "m-named to end", |f| ended(f, "m-named"))
+        .await;
+    let events = mission_events(&frames, "m-named");
+    assert_eq!(events.last().unwrap().1, "mission.completed", "{events:?}");
+    assert!(mission_events(&frames, "m-nowhere").is_empty());
+    assert_eq!(peer.violations(), Vec::<String>::new());
+}
