@@ -11,7 +11,7 @@ mod wait;
 use std::time::Duration;
 
 pub use scratchpad::{Scratchpad, SeedAgent, SeedMessage};
-pub use wait::StoreWatch;
+pub use wait::StoreChanges;
 
 use serde_json::Value;
 use warden_store::{
@@ -146,11 +146,17 @@ pub struct Post<'a> {
 pub struct Bus {
     store: Store,
     config: BusConfig,
+    /// One watch on the store's files for every waiting poll.
+    changes: std::sync::Arc<StoreChanges>,
 }
 
 impl Bus {
     pub fn new(store: Store, config: BusConfig) -> Self {
-        Self { store, config }
+        Self {
+            store,
+            config,
+            changes: std::sync::Arc::default(),
+        }
     }
 
     pub fn config(&self) -> &BusConfig {
@@ -258,11 +264,11 @@ impl Bus {
     ) -> Result<Vec<BusMessage>, BusError> {
         let deadline = tokio::time::Instant::now() + wait;
         // Watching starts before the first look, so nothing falls between.
-        let mut watch = StoreWatch::new(self.store.path()).map_err(|e| {
+        let mut watch = self.changes.subscribe(self.store.path()).map_err(|e| {
             BusError::Store(StoreError::Open {
                 path: self.store.path().display().to_string(),
                 why: format!(
-                    "cannot watch the store for changes: {e} (too many waiting polls? raise fs.inotify.max_user_instances)"
+                    "cannot watch the store for changes: {e} (fs.inotify.max_user_instances reached? each process waiting on a bus takes one)"
                 ),
             })
         })?;
@@ -297,9 +303,9 @@ impl Bus {
             }
             tokio::select! {
                 woke = watch.changed() => {
-                    woke.map_err(|e| BusError::Store(StoreError::Open {
+                    woke.map_err(|_| BusError::Store(StoreError::Open {
                         path: self.store.path().display().to_string(),
-                        why: format!("watching the store failed: {e}"),
+                        why: "watching the store for changes failed (the next wait starts a new watch)".into(),
                     }))?;
                     recheck = RECHECKS.iter();
                 }

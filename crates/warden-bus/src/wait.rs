@@ -2,18 +2,18 @@
 //! this process or another, writes the database's WAL file, so an inotify
 //! watch on its directory wakes a long poll exactly when there may be
 //! something new.
+//!
+//! One watch serves every waiting poll of a bus: an inotify instance per
+//! poll would run into `fs.inotify.max_user_instances` (128 by default)
+//! with a few hundred agents waiting at once.
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
+use std::sync::{Mutex, MutexGuard};
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use tokio::io::unix::AsyncFd;
-
-/// Wakes on writes to the store's files.
-pub struct StoreWatch {
-    fd: AsyncFd<Watched>,
-    prefix: String,
-}
+use tokio::sync::watch;
 
 /// The inotify instance, as tokio's reactor wants it.
 struct Watched(Inotify);
@@ -24,59 +24,91 @@ impl AsRawFd for Watched {
     }
 }
 
-impl StoreWatch {
-    /// Watches the directory of `db` for changes to its files.
-    pub fn new(db: &Path) -> std::io::Result<Self> {
-        let dir = db.parent().unwrap_or(Path::new("."));
-        let prefix = db
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("warden.db")
-            .to_owned();
-        let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
-        inotify.add_watch(
-            dir,
-            AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
-        )?;
-        Ok(Self {
-            // `new` is deprecated because it cannot know the fd outlives the
-            // registration; here it does: `Watched` owns the inotify fd, and
-            // the AsyncFd deregisters before dropping it.
-            #[allow(deprecated)]
-            fd: AsyncFd::new(Watched(inotify))?,
-            prefix,
-        })
-    }
+/// Counts writes to the store's files; each waiting poll holds a receiver.
+#[derive(Default)]
+pub struct StoreChanges {
+    /// The running watch's counter; `None` before the first wait or after
+    /// its task ended (it is started again).
+    current: Mutex<Option<watch::Receiver<u64>>>,
+}
 
-    /// Returns after the next write to one of the store's files.
-    pub async fn changed(&mut self) -> std::io::Result<()> {
-        loop {
-            let mut guard = self.fd.readable().await?;
-            let events = match guard.get_inner().0.read_events() {
-                Ok(ev) => ev,
-                Err(nix::errno::Errno::EAGAIN) => {
-                    guard.clear_ready();
-                    continue;
-                }
-                Err(e) => return Err(e.into()),
-            };
-            let ours = events.iter().any(|e| {
-                e.name
-                    .as_ref()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with(&self.prefix))
-            });
-            if ours {
-                return Ok(());
-            }
-        }
+impl std::fmt::Debug for StoreChanges {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StoreChanges").finish_non_exhaustive()
     }
 }
 
-impl std::fmt::Debug for StoreWatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StoreWatch")
-            .field("fd", &self.fd.get_ref().as_raw_fd())
-            .finish()
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl StoreChanges {
+    /// A receiver that sees the writes to `db`'s files from now on
+    /// (`changed()` returns after the next one). Must be called inside a
+    /// tokio runtime: the watch's task runs there.
+    pub fn subscribe(&self, db: &Path) -> std::io::Result<watch::Receiver<u64>> {
+        let mut current = lock(&self.current);
+        let running = current.as_ref().filter(|rx| rx.has_changed().is_ok());
+        let rx = match running {
+            Some(rx) => rx.clone(),
+            None => {
+                let rx = start(db)?;
+                *current = Some(rx.clone());
+                rx
+            }
+        };
+        let mut mine = rx;
+        mine.mark_unchanged();
+        Ok(mine)
     }
+}
+
+/// Watches the directory of `db` for changes to its files: one task bumps
+/// the counter for each batch of events that names one of them, until the
+/// last receiver is gone or the watch fails (receivers then see the
+/// sender closed).
+fn start(db: &Path) -> std::io::Result<watch::Receiver<u64>> {
+    let dir = db.parent().unwrap_or(Path::new("."));
+    let prefix = db
+        .file_name()
+        .and_then(|n| n.to_str())
+        .unwrap_or("warden.db")
+        .to_owned();
+    let inotify = Inotify::init(InitFlags::IN_NONBLOCK | InitFlags::IN_CLOEXEC)?;
+    inotify.add_watch(
+        dir,
+        AddWatchFlags::IN_MODIFY | AddWatchFlags::IN_CREATE | AddWatchFlags::IN_MOVED_TO,
+    )?;
+    // `new` is deprecated because it cannot know the fd outlives the
+    // registration; here it does: `Watched` owns the inotify fd, and the
+    // AsyncFd deregisters before dropping it.
+    #[allow(deprecated)]
+    let fd = AsyncFd::new(Watched(inotify))?;
+    let (tx, rx) = watch::channel(0u64);
+    tokio::spawn(async move {
+        loop {
+            let ready = tokio::select! {
+                r = fd.readable() => r,
+                () = tx.closed() => return,
+            };
+            let Ok(mut guard) = ready else { return };
+            match guard.get_inner().0.read_events() {
+                Ok(events) => {
+                    let ours = events.iter().any(|e| {
+                        e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
+                            || e.name
+                                .as_ref()
+                                .and_then(|n| n.to_str())
+                                .is_some_and(|n| n.starts_with(&prefix))
+                    });
+                    if ours {
+                        tx.send_modify(|n| *n = n.wrapping_add(1));
+                    }
+                }
+                Err(nix::errno::Errno::EAGAIN) => guard.clear_ready(),
+                Err(_) => return,
+            }
+        }
+    });
+    Ok(rx)
 }

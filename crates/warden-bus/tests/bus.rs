@@ -207,3 +207,41 @@ async fn unregister_fails_what_was_left_and_bad_input_changes_nothing() {
         0
     );
 }
+
+#[tokio::test]
+async fn hundreds_of_waiting_polls_share_one_watch_and_each_is_woken() {
+    // More than fs.inotify.max_user_instances (128 by default): with a
+    // watch per waiting poll most of them would fail.
+    const WAITERS: usize = 300;
+    let dir = tempfile::tempdir().unwrap();
+    let bus = bus(&dir, BusConfig::default());
+    for i in 0..WAITERS {
+        bus.register(&format!("agent-{i}"), &["code.search".into()])
+            .await
+            .unwrap();
+    }
+    let mut waiting = Vec::new();
+    for i in 0..WAITERS {
+        let bus = bus.clone();
+        waiting.push(tokio::spawn(async move {
+            bus.poll_wait(&format!("agent-{i}"), 10, Duration::from_secs(30))
+                .await
+        }));
+    }
+    // Time for every poll to look once and go to sleep on the watch, so
+    // the posts below wake them (a poll that had not looked yet would just
+    // find its message: still a pass, but not of the wake-up).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..WAITERS {
+        let to = format!("agent-{i}");
+        bus.post(&post(&to, "{}", None)).await.unwrap();
+    }
+    for (i, w) in waiting.into_iter().enumerate() {
+        let got = tokio::time::timeout(Duration::from_secs(20), w)
+            .await
+            .expect("a waiting poll was not woken")
+            .unwrap()
+            .unwrap_or_else(|e| panic!("agent-{i}'s poll failed: {e}"));
+        assert_eq!(got.len(), 1, "agent-{i}");
+    }
+}
