@@ -264,14 +264,17 @@ impl Bus {
     ) -> Result<Vec<BusMessage>, BusError> {
         let deadline = tokio::time::Instant::now() + wait;
         // Watching starts before the first look, so nothing falls between.
-        let mut watch = self.changes.subscribe(self.store.path()).map_err(|e| {
-            BusError::Store(StoreError::Open {
-                path: self.store.path().display().to_string(),
-                why: format!(
-                    "cannot watch the store for changes: {e} (fs.inotify.max_user_instances reached? each process waiting on a bus takes one)"
-                ),
+        let subscribe = || {
+            self.changes.subscribe(self.store.path()).map_err(|e| {
+                BusError::Store(StoreError::Open {
+                    path: self.store.path().display().to_string(),
+                    why: format!(
+                        "cannot watch the store for changes: {e} (fs.inotify.max_user_instances reached? each bus that waits takes one)"
+                    ),
+                })
             })
-        })?;
+        };
+        let mut watch = subscribe()?;
         let mut first = true;
         // A wake-up can come from the first WAL frames of a commit that is
         // not visible yet (the wal-index is updated through shared memory,
@@ -301,17 +304,25 @@ impl Bus {
                     + Duration::from_millis(expiry.saturating_sub(now) + 1);
                 until = until.min(at);
             }
+            let _asleep = self.changes.asleep();
             tokio::select! {
                 woke = watch.changed() => {
-                    woke.map_err(|_| BusError::Store(StoreError::Open {
-                        path: self.store.path().display().to_string(),
-                        why: "watching the store for changes failed (the next wait starts a new watch)".into(),
-                    }))?;
+                    if woke.is_err() {
+                        // The watch ended (its directory went, or its
+                        // runtime): a new one, and a look for what it missed.
+                        watch = subscribe()?;
+                        first = true;
+                    }
                     recheck = RECHECKS.iter();
                 }
                 () = tokio::time::sleep_until(until) => {}
             }
         }
+    }
+
+    /// How many polls are asleep waiting for a change now.
+    pub fn waiting(&self) -> usize {
+        self.changes.waiting()
     }
 
     /// `ack <msgId> <result…>` with the lease the poll gave. The result is

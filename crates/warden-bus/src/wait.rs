@@ -9,7 +9,8 @@
 
 use std::os::fd::{AsFd, AsRawFd, RawFd};
 use std::path::Path;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use nix::sys::inotify::{AddWatchFlags, InitFlags, Inotify};
 use tokio::io::unix::AsyncFd;
@@ -30,6 +31,17 @@ pub struct StoreChanges {
     /// The running watch's counter; `None` before the first wait or after
     /// its task ended (it is started again).
     current: Mutex<Option<watch::Receiver<u64>>>,
+    /// Polls asleep on it now.
+    asleep: Arc<AtomicUsize>,
+}
+
+/// Counts a poll as asleep while it lives.
+pub struct Asleep(Arc<AtomicUsize>);
+
+impl Drop for Asleep {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for StoreChanges {
@@ -61,12 +73,24 @@ impl StoreChanges {
         mine.mark_unchanged();
         Ok(mine)
     }
+
+    /// Marks a poll asleep until the guard is dropped.
+    pub fn asleep(&self) -> Asleep {
+        self.asleep.fetch_add(1, Ordering::Relaxed);
+        Asleep(Arc::clone(&self.asleep))
+    }
+
+    /// How many polls are asleep now.
+    pub fn waiting(&self) -> usize {
+        self.asleep.load(Ordering::Relaxed)
+    }
 }
 
 /// Watches the directory of `db` for changes to its files: one task bumps
-/// the counter for each batch of events that names one of them, until the
-/// last receiver is gone or the watch fails (receivers then see the
-/// sender closed).
+/// the counter for each batch of events that names one of them. It lives
+/// as long as its bus (which keeps a receiver), unless the watch fails or
+/// its directory goes: receivers then see the sender closed, and the next
+/// subscription starts a new watch.
 fn start(db: &Path) -> std::io::Result<watch::Receiver<u64>> {
     let dir = db.parent().unwrap_or(Path::new("."));
     let prefix = db
@@ -94,6 +118,14 @@ fn start(db: &Path) -> std::io::Result<watch::Receiver<u64>> {
             let Ok(mut guard) = ready else { return };
             match guard.get_inner().0.read_events() {
                 Ok(events) => {
+                    // The directory is gone (or unmounted): nothing more
+                    // will come from this watch.
+                    if events
+                        .iter()
+                        .any(|e| e.mask.contains(AddWatchFlags::IN_IGNORED))
+                    {
+                        return;
+                    }
                     let ours = events.iter().any(|e| {
                         e.mask.contains(AddWatchFlags::IN_Q_OVERFLOW)
                             || e.name

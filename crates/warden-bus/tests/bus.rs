@@ -228,10 +228,17 @@ async fn hundreds_of_waiting_polls_share_one_watch_and_each_is_woken() {
                 .await
         }));
     }
-    // Time for every poll to look once and go to sleep on the watch, so
-    // the posts below wake them (a poll that had not looked yet would just
-    // find its message: still a pass, but not of the wake-up).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Every poll has looked once and is asleep on the watch: the posts
+    // below must wake them.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while bus.waiting() < WAITERS {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} polls went to sleep",
+            bus.waiting()
+        );
+        tokio::task::yield_now().await;
+    }
     for i in 0..WAITERS {
         let to = format!("agent-{i}");
         bus.post(&post(&to, "{}", None)).await.unwrap();
