@@ -414,26 +414,19 @@ impl Missions {
         if let Some(why) = &target.refusal {
             return Err(DispatchError::Unavailable(why.clone()));
         }
-        let now = Timestamp::now();
         let rec = MissionRecord {
-            id: body.mission_id.clone(),
-            session_id: session.to_owned(),
-            instance: target.instance.clone(),
-            objective: body.objective.clone(),
-            completion: body.completion.clone(),
             long_running: body.long_running,
             metadata: body.metadata.clone().map_or(json!({}), Value::Object),
-            state: MissionState::Assigned,
-            checkpoint_id: format!("ckpt-{}", uuid::Uuid::now_v7()),
-            run_dir: None,
-            shim: None,
-            exit_code: None,
-            error: None,
-            created_at: now,
-            updated_at: now,
-            completed_at: None,
-            scanned: None,
+            ..MissionRecord::assigned(
+                body.mission_id.clone(),
+                session.to_owned(),
+                target.instance.clone(),
+                body.objective.clone(),
+                body.completion.clone(),
+                format!("ckpt-{}", uuid::Uuid::now_v7()),
+            )
         };
+        let now = rec.created_at;
         let answer = DispatchResponse {
             mission_id: body.mission_id.to_string(),
             executor_id: self.link.executor_id().to_owned(),

@@ -236,27 +236,19 @@ pub async fn resync(n: usize) -> anyhow::Result<()> {
             std::fs::create_dir_all(&run_dir)?;
             std::fs::write(run_dir.join("output"), "working\n")?;
             let id = MissionId::parse(&format!("m-{i}"))?;
-            let now = Timestamp::now();
             let env = |e: &Event| e.envelope(&exec, Some(&id), Timestamp::now());
             let rec = MissionRecord {
-                id: id.clone(),
-                session_id: "bench".into(),
-                instance: "default".into(),
-                objective: "sleep 3600".into(),
-                completion: "exit 0".into(),
                 long_running: true,
-                metadata: json!({}),
-                state: MissionState::Assigned,
-                checkpoint_id: format!("ckpt-{i}"),
-                run_dir: None,
-                shim: None,
-                exit_code: None,
-                error: None,
-                created_at: now,
-                updated_at: now,
-                completed_at: None,
-                scanned: None,
+                ..MissionRecord::assigned(
+                    id.clone(),
+                    "bench".into(),
+                    "default".into(),
+                    "sleep 3600".into(),
+                    "exit 0".into(),
+                    format!("ckpt-{i}"),
+                )
             };
+            let now = rec.created_at;
             let assigned = env(&Event::Assigned {
                 estimated_start: now,
             });

@@ -346,45 +346,24 @@ mod tests {
 
     #[test]
     fn validation_names_the_field() {
+        /// Whether validation refuses `p`, naming `field`.
+        fn refused(p: &Policy, field: &str) -> bool {
+            p.validate().is_err_and(|e| e.to_string().contains(field))
+        }
         let mut p = Policy::for_profile(Profile::Edit, PathBuf::from("rel"));
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("policy.workspace")
-        );
+        assert!(refused(&p, "policy.workspace"));
         p.workspace = PathBuf::from("/w");
         p.namespaces.user = false;
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("namespaces.user")
-        );
+        assert!(refused(&p, "namespaces.user"));
         p.namespaces.user = true;
         p.namespaces.mount = false;
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("namespaces.mount")
-        );
+        assert!(refused(&p, "namespaces.mount"));
         p.namespaces.mount = true;
         p.namespaces.net = false;
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("namespaces.net")
-        );
+        assert!(refused(&p, "namespaces.net"));
         p.namespaces.net = true;
         p.read_write.push(PathBuf::from("/"));
-        assert!(
-            p.validate()
-                .unwrap_err()
-                .to_string()
-                .contains("writable tree")
-        );
+        assert!(refused(&p, "writable tree"));
     }
 
     #[test]

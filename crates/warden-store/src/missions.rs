@@ -145,6 +145,30 @@ fn load(c: &Connection, id: &str) -> Result<Option<MissionRecord>, StoreError> {
         .transpose()
 }
 
+fn not_found(id: &MissionId) -> StoreError {
+    StoreError::NotFound {
+        kind: "mission",
+        id: id.to_string(),
+    }
+}
+
+/// Appends an event of mission `id`, moving its read mark to `scanned`
+/// when given; refused for a mission that does not exist.
+fn append_event(
+    c: &Connection,
+    id: &MissionId,
+    (kind, envelope): &(String, Value),
+    scanned: Option<u64>,
+) -> Result<u64, StoreError> {
+    let found = c
+        .prepare_cached("UPDATE missions SET scanned = COALESCE(?2, scanned) WHERE id = ?1")?
+        .execute(params![id.as_str(), scanned.map(|n| n as i64)])?;
+    if found == 0 {
+        return Err(not_found(id));
+    }
+    events::append(c, "mission", id.as_str(), kind, envelope)
+}
+
 /// `seq, kind, body` of an events row.
 fn event_row(r: &Row<'_>) -> rusqlite::Result<(i64, String, String)> {
     Ok((r.get(0)?, r.get(1)?, r.get(2)?))
@@ -156,6 +180,40 @@ fn mission_event((seq, kind, body): (i64, String, String)) -> Result<MissionEven
         kind,
         envelope: serde_json::from_str(&body)?,
     })
+}
+
+impl MissionRecord {
+    /// A mission just dispatched: `assigned`, created now, nothing run yet
+    /// (not long-running, no metadata: set those after).
+    pub fn assigned(
+        id: MissionId,
+        session_id: String,
+        instance: String,
+        objective: String,
+        completion: String,
+        checkpoint_id: String,
+    ) -> Self {
+        let now = Timestamp::now();
+        Self {
+            id,
+            session_id,
+            instance,
+            objective,
+            completion,
+            long_running: false,
+            metadata: Value::Object(serde_json::Map::new()),
+            state: MissionState::Assigned,
+            checkpoint_id,
+            run_dir: None,
+            shim: None,
+            exit_code: None,
+            error: None,
+            created_at: now,
+            updated_at: now,
+            completed_at: None,
+            scanned: None,
+        }
+    }
 }
 
 impl Store {
@@ -204,10 +262,7 @@ impl Store {
     ) -> Result<u64, StoreError> {
         self.write(move |c| {
             let Some(cur) = load(c, id.as_str())? else {
-                return Err(StoreError::NotFound {
-                    kind: "mission",
-                    id: id.to_string(),
-                });
+                return Err(not_found(&id));
             };
             if let Some(from) = update.only_from
                 && cur.state != from
@@ -257,16 +312,8 @@ impl Store {
         kind: String,
         envelope: Value,
     ) -> Result<u64, StoreError> {
-        self.write(move |c| {
-            if load(c, id.as_str())?.is_none() {
-                return Err(StoreError::NotFound {
-                    kind: "mission",
-                    id: id.to_string(),
-                });
-            }
-            events::append(c, "mission", id.as_str(), &kind, &envelope)
-        })
-        .await
+        self.write(move |c| append_event(c, &id, &(kind, envelope), None))
+            .await
     }
 
     /// Appends a `mission.progress` (kind, envelope) and records that the
@@ -277,19 +324,8 @@ impl Store {
         scanned: u64,
         event: (String, Value),
     ) -> Result<u64, StoreError> {
-        self.write(move |c| {
-            let moved = c
-                .prepare_cached("UPDATE missions SET scanned = ?2 WHERE id = ?1")?
-                .execute(params![id.as_str(), scanned as i64])?;
-            if moved == 0 {
-                return Err(StoreError::NotFound {
-                    kind: "mission",
-                    id: id.to_string(),
-                });
-            }
-            events::append(c, "mission", id.as_str(), &event.0, &event.1)
-        })
-        .await
+        self.write(move |c| append_event(c, &id, &event, Some(scanned)))
+            .await
     }
 
     /// Appends an executor-level event (`executor.resync`).
@@ -305,13 +341,8 @@ impl Store {
 
     /// One mission.
     pub async fn mission(&self, id: MissionId) -> Result<MissionRecord, StoreError> {
-        self.read(move |c| {
-            load(c, id.as_str())?.ok_or_else(|| StoreError::NotFound {
-                kind: "mission",
-                id: id.to_string(),
-            })
-        })
-        .await
+        self.read(move |c| load(c, id.as_str())?.ok_or_else(|| not_found(&id)))
+            .await
     }
 
     /// Missions not in a terminal state, oldest first.

@@ -3,31 +3,23 @@
 //! outbox delivers queued events in order across reopen.
 
 use serde_json::{Value, json};
-use warden_core::{MissionId, MissionState, Timestamp};
+use warden_core::{MissionId, MissionState};
 use warden_store::{Dispatched, MissionRecord, MissionUpdate, StoreError};
 
 use super::open;
 
 fn mission(id: &str) -> MissionRecord {
-    let now = Timestamp::now();
     MissionRecord {
-        id: MissionId::parse(id).unwrap(),
-        session_id: "s-1".into(),
-        instance: "default".into(),
-        objective: "make test".into(),
-        completion: "tests pass".into(),
         long_running: true,
         metadata: json!({"issue": 7}),
-        state: MissionState::Assigned,
-        checkpoint_id: format!("ckpt-{id}"),
-        run_dir: None,
-        shim: None,
-        exit_code: None,
-        error: None,
-        created_at: now,
-        updated_at: now,
-        completed_at: None,
-        scanned: None,
+        ..MissionRecord::assigned(
+            MissionId::parse(id).unwrap(),
+            "s-1".into(),
+            "default".into(),
+            "make test".into(),
+            "tests pass".into(),
+            format!("ckpt-{id}"),
+        )
     }
 }
 

@@ -198,6 +198,37 @@ fn mission_events(frames: &[Received], mission: &str) -> Vec<(u32, String, Value
         .collect()
 }
 
+/// `mission`'s events (name, data) that came on `connection`.
+fn events_on(frames: &[Received], mission: &str, connection: u32) -> Vec<(String, Value)> {
+    mission_events(frames, mission)
+        .into_iter()
+        .filter(|(c, _, _)| *c == connection)
+        .map(|(_, e, d)| (e, d))
+        .collect()
+}
+
+/// Dispatches `mission`, a program that asks `Proceed? [y/N]` and prints
+/// `got <answer>`; the data of its `mission.hitl_required`.
+async fn dispatch_a_question(peer: &Peer, server: &Server, exec: &str, mission: &str) -> Value {
+    let objective = "printf 'Proceed? [y/N] '; read a; echo \"got $a\"";
+    let (code, _) = peer
+        .dispatch(&server.base, exec, "s", dispatch_body(mission, objective))
+        .await;
+    assert_eq!(code, 202);
+    let frames = peer
+        .wait_for(WAIT, "the prompt", |f| {
+            lifecycle(f, mission).contains(&"mission.hitl_required".to_owned())
+        })
+        .await;
+    let asked = mission_events(&frames, mission)
+        .into_iter()
+        .find(|(_, e, _)| e == "mission.hitl_required")
+        .unwrap()
+        .2;
+    assert_eq!(asked["prompt"], "Proceed? [y/N]");
+    asked
+}
+
 fn ended(frames: &[Received], mission: &str) -> bool {
     mission_events(frames, mission).iter().any(|(_, e, _)| {
         matches!(
@@ -466,22 +497,7 @@ async fn a_prompt_is_offered_and_the_orchestrator_s_answer_reaches_the_program()
     let peer = Peer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (server, exec) = connected(dir.path(), &peer).await;
-    let objective = "printf 'Proceed? [y/N] '; read a; echo \"got $a\"";
-    let (code, _) = peer
-        .dispatch(&server.base, &exec, "s", dispatch_body("m-ask", objective))
-        .await;
-    assert_eq!(code, 202);
-    let frames = peer
-        .wait_for(WAIT, "the prompt", |f| {
-            lifecycle(f, "m-ask").contains(&"mission.hitl_required".to_owned())
-        })
-        .await;
-    let asked = mission_events(&frames, "m-ask")
-        .into_iter()
-        .find(|(_, e, _)| e == "mission.hitl_required")
-        .unwrap()
-        .2;
-    assert_eq!(asked["prompt"], "Proceed? [y/N]");
+    let asked = dispatch_a_question(&peer, &server, &exec, "m-ask").await;
     let hitl_id = asked["hitl_id"].as_str().unwrap().to_owned();
     let (_, st) = peer.mission_status(&server.base, "", "m-ask").await;
     assert_eq!(st["state"], "hitl-required");
@@ -574,11 +590,7 @@ async fn a_mission_is_suspended_at_shutdown_and_resumed_after_a_restart() {
         second[0].frame["data"]["owned_mission_ids"],
         serde_json::json!(["m-live"])
     );
-    let after: Vec<(String, Value)> = mission_events(&frames, "m-live")
-        .into_iter()
-        .filter(|(c, _, _)| *c == 2)
-        .map(|(_, e, d)| (e, d))
-        .collect();
+    let after = events_on(&frames, "m-live", 2);
     assert_eq!(after[0].0, "mission.reconnected", "{after:?}");
     assert_eq!(after[0].1["checkpoint_id"], checkpoint);
     assert_eq!(after[1].0, "mission.resumed");
@@ -670,19 +682,7 @@ async fn a_prompt_open_at_shutdown_is_offered_again_after_the_restart() {
     let peer = Peer::start().await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let (mut server, exec) = connected(dir.path(), &peer).await;
-    let objective = "printf 'Proceed? [y/N] '; read a; echo \"got $a\"";
-    peer.dispatch(&server.base, &exec, "s", dispatch_body("m-wait", objective))
-        .await;
-    let frames = peer
-        .wait_for(WAIT, "the prompt", |f| {
-            lifecycle(f, "m-wait").contains(&"mission.hitl_required".to_owned())
-        })
-        .await;
-    let first = mission_events(&frames, "m-wait")
-        .into_iter()
-        .find(|(_, e, _)| e == "mission.hitl_required")
-        .unwrap()
-        .2;
+    let first = dispatch_a_question(&peer, &server, &exec, "m-wait").await;
     terminate(&mut server).await;
     let _server = serve_with(dir.path(), &peer);
     // Resumed, then the same prompt offered again under the same id.
@@ -693,11 +693,7 @@ async fn a_prompt_open_at_shutdown_is_offered_again_after_the_restart() {
                 .any(|(c, e, _)| *c == 2 && e == "mission.hitl_required")
         })
         .await;
-    let again: Vec<(String, Value)> = mission_events(&frames, "m-wait")
-        .into_iter()
-        .filter(|(c, _, _)| *c == 2)
-        .map(|(_, e, d)| (e, d))
-        .collect();
+    let again = events_on(&frames, "m-wait", 2);
     let names: Vec<&str> = again.iter().map(|(e, _)| e.as_str()).collect();
     assert_eq!(
         names,
@@ -777,20 +773,12 @@ async fn output_and_a_prompt_printed_while_the_server_is_down_are_reported_after
     let server = serve_with(dir.path(), &peer);
     let frames = peer
         .wait_for(WAIT, "the prompt and output printed while down", |f| {
-            let second: Vec<String> = mission_events(f, "m-down")
-                .into_iter()
-                .filter(|(c, _, _)| *c == 2)
-                .map(|(_, e, _)| e)
-                .collect();
-            second.iter().any(|e| e == "mission.hitl_required")
-                && second.iter().any(|e| e == "mission.progress")
+            let second = events_on(f, "m-down", 2);
+            second.iter().any(|(e, _)| e == "mission.hitl_required")
+                && second.iter().any(|(e, _)| e == "mission.progress")
         })
         .await;
-    let after: Vec<(String, Value)> = mission_events(&frames, "m-down")
-        .into_iter()
-        .filter(|(c, _, _)| *c == 2)
-        .map(|(_, e, d)| (e, d))
-        .collect();
+    let after = events_on(&frames, "m-down", 2);
     let names: Vec<&str> = after.iter().map(|(e, _)| e.as_str()).collect();
     // Nothing of it is reported before the mission is resumed.
     assert_eq!(
@@ -1033,11 +1021,7 @@ async fn after_a_crash_output_is_reported_on_neither_skipped_nor_repeated() {
             .any(|f| f["data"]["summary"] == "one" || f["data"]["summary"] == "two"),
         "output reported before the crash was reported again: {new:?}"
     );
-    let third: Vec<(String, Value)> = mission_events(&frames, "m-crash")
-        .into_iter()
-        .filter(|(c, _, _)| *c == 3)
-        .map(|(_, e, d)| (e, d))
-        .collect();
+    let third = events_on(&frames, "m-crash", 3);
     let (last, data) = third.last().unwrap();
     assert_eq!(last, "mission.completed", "{third:?}");
     assert_eq!(data["summary"], "four");

@@ -60,8 +60,16 @@ fn run_stdout(dirs: &Dirs, profile: Option<&str>, argv: &[&str]) -> (Value, Stri
 }
 
 fn run_output(dirs: &Dirs, profile: Option<&str>, argv: &[&str]) -> Output {
+    run_output_with(dirs, profile, &[], argv)
+}
+
+/// [`run_output`] with more `warden run` flags (`--timeout 0.5`, …).
+fn run_output_with(dirs: &Dirs, profile: Option<&str>, flags: &[&str], argv: &[&str]) -> Output {
     let mut cmd = warden(dirs.path());
-    cmd.args(["run", "--json", "--cwd"]).arg(dirs.ws());
+    cmd.args(["run", "--json"])
+        .args(flags)
+        .arg("--cwd")
+        .arg(dirs.ws());
     if let Some(p) = profile {
         cmd.args(["--confine", p]);
     }
@@ -267,38 +275,15 @@ fn warden_s_own_endings_stand_for_confined_runs() {
     let dirs = Dirs::new();
     // The output cap kills at once with SIGKILL: the helper never writes
     // its record, and the cap, not a setup failure, is the outcome.
-    let out = warden(dirs.path())
-        .args([
-            "run",
-            "--json",
-            "--max-output",
-            "1K",
-            "--confine",
-            "edit",
-            "--cwd",
-        ])
-        .arg(dirs.ws())
-        .args(["--", "yes"])
-        .output()
-        .unwrap();
+    let out = run_output_with(&dirs, Some("edit"), &["--max-output", "1K"], &["yes"]);
     assert_eq!(outcome_of(&out).0, json!({"status": "output_limit"}));
     // A program that ignores SIGTERM, past its deadline.
-    let out = warden(dirs.path())
-        .args([
-            "run",
-            "--json",
-            "--timeout",
-            "0.5",
-            "--grace",
-            "0.2",
-            "--confine",
-            "edit",
-            "--cwd",
-        ])
-        .arg(dirs.ws())
-        .args(["--", "sh", "-c", "trap '' TERM; while :; do sleep 1; done"])
-        .output()
-        .unwrap();
+    let out = run_output_with(
+        &dirs,
+        Some("edit"),
+        &["--timeout", "0.5", "--grace", "0.2"],
+        &["sh", "-c", "trap '' TERM; while :; do sleep 1; done"],
+    );
     assert_eq!(outcome_of(&out).0, json!({"status": "timed_out"}));
 }
 
@@ -330,20 +315,12 @@ fn a_deadline_ends_every_process_of_a_confined_run() {
     let dirs = Dirs::new();
     let mark = format!("{}.25", std::process::id());
     let script = format!("sleep {mark} & sleep {mark}");
-    let out = warden(dirs.path())
-        .args([
-            "run",
-            "--json",
-            "--timeout",
-            "0.5",
-            "--grace",
-            "0.2",
-            "--cwd",
-        ])
-        .arg(dirs.ws())
-        .args(["--confine", "edit", "--", "sh", "-c", &script])
-        .output()
-        .unwrap();
+    let out = run_output_with(
+        &dirs,
+        Some("edit"),
+        &["--timeout", "0.5", "--grace", "0.2"],
+        &["sh", "-c", &script],
+    );
     assert_eq!(outcome_of(&out).0, json!({"status": "timed_out"}));
     // The outcome is reported only once the whole run is gone.
     let left: Vec<String> = std::fs::read_dir("/proc")
