@@ -119,7 +119,7 @@ impl Group {
         alive
     }
 
-    fn members(&self, leader_alive: bool) -> Vec<i32> {
+    fn members(&self, leader_alive: bool) -> procs::Members {
         procs::members(leader_alive.then_some(self.pid), self.pid, &self.marker)
     }
 
@@ -128,14 +128,22 @@ impl Group {
         if kill != Kill::Idle {
             return kill;
         }
-        procs::signal_all(self.pgid(), &self.members(leader_alive), Signal::SIGTERM);
+        procs::signal_all(
+            self.pgid(),
+            &self.members(leader_alive).pids,
+            Signal::SIGTERM,
+        );
         Kill::Term {
             escalate_at: later(self.grace),
         }
     }
 
     fn kill_now(&self, kill: Kill, leader_alive: bool) -> Kill {
-        procs::signal_all(self.pgid(), &self.members(leader_alive), Signal::SIGKILL);
+        procs::signal_all(
+            self.pgid(),
+            &self.members(leader_alive).pids,
+            Signal::SIGKILL,
+        );
         let since = match kill {
             Kill::Killed { since, .. } => since,
             Kill::Idle | Kill::Term { .. } => Instant::now(),
@@ -161,7 +169,8 @@ impl Group {
 
     /// Whether nothing of the run is left (reaping adopted zombies on the way).
     fn gone(&self) -> bool {
-        self.members(false).is_empty() && !self.alive()
+        let members = self.members(false);
+        members.pids.is_empty() && members.unsettled == 0 && !self.alive()
     }
 }
 
@@ -359,7 +368,7 @@ impl Driver {
                 if let Kill::Killed { since, .. } = end.kill
                     && since.elapsed() > KILL_LIMIT
                 {
-                    let left = group.members(end.exit.is_none());
+                    let left = group.members(end.exit.is_none()).pids;
                     tracing::error!(
                         pid,
                         ?left,

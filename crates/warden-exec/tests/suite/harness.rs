@@ -63,7 +63,8 @@ pub fn alive(pid: i32) -> bool {
                 .rsplit_once(") ")
                 .map(|(_, r)| r.chars().next())
                 .unwrap_or(None);
-            state != Some('Z')
+            // A zombie, or one being reaped this instant (EXIT_DEAD), is dead.
+            !matches!(state, Some('Z' | 'X'))
         }
         Err(_) => false,
     }

@@ -95,6 +95,39 @@ async fn setsid_escapee_dies_when_the_leader_exits() {
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn an_escapee_caught_inside_execve_is_found_all_the_same() {
+    // While another run is live an escapee is known by its marker alone, and
+    // a process inside execve has no environment to read for a moment. One
+    // that does nothing but exec itself, holding none of the run's output,
+    // must still be found and killed every time.
+    let sup = supervisor(300);
+    let other = start(&sup, &sh("exec sleep 60"));
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("reexec");
+    // Run through sh, not made executable: writing a program while other
+    // tests fork can leave it busy (ETXTBSY).
+    std::fs::write(&script, ": >\"$1\"\nexec sh \"$0\" \"$1\"\n").unwrap();
+    for i in 0..30 {
+        // The leader exits once the escapee left its group and is looping.
+        let ready = dir.path().join(format!("ready-{i}"));
+        let s = sh(&format!(
+            "setsid sh {} {r} </dev/null >/dev/null 2>&1 & echo $!; until [ -e {r} ]; do :; done",
+            script.display(),
+            r = ready.display()
+        ));
+        let (chunks, outcome) = finish(start(&sup, &s)).await;
+        assert_eq!(outcome, Outcome::Completed);
+        let escapee = first_pid(&chunks);
+        assert!(
+            !alive(escapee),
+            "exec'ing escapee {escapee} outlived its run"
+        );
+    }
+    other.canceller().cancel();
+    assert_eq!(finish(other).await.1, Outcome::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn setsid_escapee_dies_at_the_deadline() {
     let sup = supervisor(300);
     let mut s =

@@ -150,10 +150,14 @@ impl Drop for Server {
     }
 }
 
-/// Whether a live (non-zombie) process has this pid.
+/// Whether a live process has this pid: not a zombie, nor one being reaped
+/// this instant (EXIT_DEAD).
 pub fn alive(pid: i64) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()) != Some('Z'),
+        Ok(s) => !matches!(
+            s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()),
+            Some('Z' | 'X')
+        ),
         Err(_) => false,
     }
 }
