@@ -5,7 +5,8 @@
 //! Keeping it in one task (no reader tasks, no internal channel) keeps the
 //! per-run cost close to a bare spawn+wait.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::collections::HashSet;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
@@ -32,12 +33,19 @@ const KILL_LIMIT: Duration = Duration::from_secs(10);
 /// is gone (pipes normally report end of file at once).
 const DRAIN_MIN: Duration = Duration::from_secs(1);
 
+/// How long an ending run waits for orphans that may be its own but cannot
+/// be told yet (inside `execve` or exiting: normally a matter of
+/// microseconds) before it is taken as gone without them.
+const UNSETTLED_LIMIT: Duration = Duration::from_secs(2);
+
 /// Where the kill escalation stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kill {
     Idle,
+    /// SIGTERM sent; members found since get theirs at the next `look_at`.
     Term {
         escalate_at: Instant,
+        look_at: Instant,
     },
     /// SIGKILL first sent at `since`; sent again at `again_at` in case a
     /// dying process forked.
@@ -102,6 +110,10 @@ struct Group {
     /// Set once the group was seen empty: from then on its id may be reused
     /// by an unrelated process group, so it is never signalled again.
     empty: Cell<bool>,
+    /// Members already sent SIGTERM (a second one often means "quit now").
+    termed: RefCell<HashSet<i32>>,
+    /// Since when orphans that cannot be told yet have held the end up.
+    unsettled_since: Cell<Option<Instant>>,
 }
 
 impl Group {
@@ -128,14 +140,23 @@ impl Group {
         if kill != Kill::Idle {
             return kill;
         }
-        procs::signal_all(
-            self.pgid(),
-            &self.members(leader_alive).pids,
-            Signal::SIGTERM,
-        );
+        let pids = self.members(leader_alive).pids;
+        procs::signal_all(self.pgid(), &pids, Signal::SIGTERM);
+        self.termed.borrow_mut().extend(pids);
         Kill::Term {
             escalate_at: later(self.grace),
+            look_at: Instant::now() + TICK,
         }
+    }
+
+    /// During the grace period: SIGTERM to members found since (forked, or
+    /// told apart only now), once each.
+    fn term_newcomers(&self, leader_alive: bool) {
+        let mut termed = self.termed.borrow_mut();
+        let fresh: Vec<i32> = (self.members(leader_alive).pids.into_iter())
+            .filter(|&pid| termed.insert(pid))
+            .collect();
+        procs::signal_all(None, &fresh, Signal::SIGTERM);
     }
 
     fn kill_now(&self, kill: Kill, leader_alive: bool) -> Kill {
@@ -156,8 +177,18 @@ impl Group {
 
     fn escalate(&self, kill: Kill, leader_alive: bool) -> Kill {
         match kill {
-            Kill::Term { escalate_at } if Instant::now() >= escalate_at => {
+            Kill::Term { escalate_at, .. } if Instant::now() >= escalate_at => {
                 self.kill_now(kill, leader_alive)
+            }
+            Kill::Term {
+                escalate_at,
+                look_at,
+            } if Instant::now() >= look_at => {
+                self.term_newcomers(leader_alive);
+                Kill::Term {
+                    escalate_at,
+                    look_at: Instant::now() + TICK,
+                }
             }
             // Keep killing: a dying process may have forked on its way out.
             Kill::Killed { again_at, .. } if Instant::now() >= again_at => {
@@ -167,10 +198,33 @@ impl Group {
         }
     }
 
-    /// Whether nothing of the run is left (reaping adopted zombies on the way).
+    /// Whether nothing of the run is left (reaping adopted zombies on the
+    /// way). Orphans that cannot be told yet hold this up for at most
+    /// [`UNSETTLED_LIMIT`].
     fn gone(&self) -> bool {
+        // First, so an empty group is noted even while members remain.
+        let group_alive = self.alive();
         let members = self.members(false);
-        members.pids.is_empty() && members.unsettled == 0 && !self.alive()
+        let waiting = match (members.unsettled, self.unsettled_since.get()) {
+            (0, _) => {
+                self.unsettled_since.set(None);
+                false
+            }
+            (_, None) => {
+                self.unsettled_since.set(Some(Instant::now()));
+                true
+            }
+            (_, Some(since)) => since.elapsed() < UNSETTLED_LIMIT,
+        };
+        let gone = members.pids.is_empty() && !waiting && !group_alive;
+        if gone && members.unsettled > 0 {
+            tracing::warn!(
+                pid = self.pid,
+                unsettled = members.unsettled,
+                "orphans that may be the run's stayed inside execve or exiting; ending without them"
+            );
+        }
+        gone
     }
 }
 
@@ -306,6 +360,8 @@ impl Driver {
             marker,
             grace,
             empty: Cell::new(false),
+            termed: RefCell::default(),
+            unsettled_since: Cell::new(None),
         };
         let [mut out, mut err] = sources;
         let mut tally = Tally {

@@ -25,6 +25,7 @@ mod driver;
 mod env;
 mod error;
 mod output;
+mod procfs;
 mod procs;
 mod pty;
 mod resolve;

@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, kill, killpg};
-use nix::sys::wait::{WaitPidFlag, waitpid};
+use nix::sys::wait::{WaitPidFlag, WaitStatus, waitpid};
 use nix::unistd::Pid;
+
+use crate::procfs::{self, Marked};
 
 /// What this process is supervising: the leaders tokio will reap (never
 /// reaped here; counted, because a reaped leader's pid can be reused by a
@@ -122,94 +124,6 @@ fn children_of(pid: i32) -> Vec<i32> {
     out
 }
 
-/// Kernel task flags (`/proc/<pid>/stat` field 9): in its exit path, a kernel thread.
-const PF_EXITING: u32 = 0x4;
-const PF_KTHREAD: u32 = 0x0020_0000;
-
-/// What `/proc/<pid>/stat` says about a process.
-struct Stat {
-    /// The state letter (`Z` for a zombie).
-    state: u8,
-    pgrp: i32,
-    flags: u32,
-    /// Where its environment ends; 0 while it has no memory to hold one:
-    /// exiting, or inside `execve` before the new image's stack is built.
-    env_end: u64,
-}
-
-fn process_stat(pid: i32) -> Option<Stat> {
-    let s = std::fs::read(format!("/proc/{pid}/stat")).ok()?;
-    let close = s.iter().rposition(|&b| b == b')')?;
-    // Fields from the third (state) on; see proc_pid_stat(5).
-    let rest = std::str::from_utf8(s.get(close + 2..)?).ok()?;
-    let fields: Vec<&str> = rest.split_ascii_whitespace().collect();
-    let field = |n: usize| fields.get(n - 3).copied();
-    Some(Stat {
-        state: *field(3)?.as_bytes().first()?,
-        pgrp: field(5)?.parse().ok()?,
-        flags: field(9)?.parse().ok()?,
-        env_end: field(51).and_then(|f| f.parse().ok()).unwrap_or(0),
-    })
-}
-
-fn process_state(pid: i32) -> Option<u8> {
-    process_stat(pid).map(|s| s.state)
-}
-
-/// Whether a process carries a run's marker.
-#[derive(Debug, PartialEq)]
-enum Marked {
-    Yes,
-    /// It does not, or it cannot be read (a non-dumpable process such as
-    /// ssh-agent, a setuid one), or it was replaced (`env -i`).
-    No,
-    /// Cannot be told yet: it is exiting (its environment is gone) or inside
-    /// `execve` (its new one not laid out). Looking again shortly answers.
-    Unsettled,
-}
-
-/// A process's environment, read in one call where it fits: each call looks
-/// at the memory the process has then, so one that execs between two calls
-/// would read as a cut-off mix.
-fn read_environ(pid: i32) -> std::io::Result<Vec<u8>> {
-    use std::io::Read;
-    let mut file = std::fs::File::open(format!("/proc/{pid}/environ"))?;
-    let mut env = vec![0; 64 * 1024];
-    let n = file.read(&mut env)?;
-    if n == env.len() {
-        // Larger than most environments ever are; read the rest as it comes.
-        file.read_to_end(&mut env)?;
-    } else {
-        env.truncate(n);
-    }
-    Ok(env)
-}
-
-fn marked(pid: i32, marker: &[u8]) -> Marked {
-    // A real empty environment has an address, but so has one that execve
-    // is still laying out (for microseconds): an empty read is retried.
-    for _ in 0..4 {
-        let readable = match read_environ(pid) {
-            Ok(env) if !env.is_empty() => {
-                let carries = env.split(|&b| b == 0).any(|kv| kv == marker);
-                return if carries { Marked::Yes } else { Marked::No };
-            }
-            Ok(_) => true,
-            // Also what an exiting process answers, its memory gone.
-            Err(_) => false,
-        };
-        match process_stat(pid) {
-            None => return Marked::No,
-            Some(s) if s.state == b'Z' || s.flags & PF_KTHREAD != 0 => return Marked::No,
-            Some(s) if s.flags & PF_EXITING != 0 => return Marked::Unsettled,
-            Some(_) if !readable => return Marked::No,
-            Some(s) if s.env_end == 0 => return Marked::Unsettled,
-            Some(_) => std::thread::yield_now(),
-        }
-    }
-    Marked::No
-}
-
 /// The `NAME=value` bytes that mark a run's processes.
 pub(crate) fn marker_bytes(run_marker: &str) -> Vec<u8> {
     format!("{}={run_marker}", crate::MARKER_VAR).into_bytes()
@@ -220,8 +134,7 @@ pub(crate) struct Members {
     /// Live processes to signal.
     pub(crate) pids: Vec<i32>,
     /// Adopted orphans that may be the run's but cannot be told yet (inside
-    /// `execve` or exiting): never signalled, but while there are any the run
-    /// is not gone.
+    /// `execve` or exiting): never signalled; the run waits a moment for them.
     pub(crate) unsettled: usize,
 }
 
@@ -244,16 +157,18 @@ pub(crate) fn members(leader: Option<i32>, pgid: i32, marker: &[u8]) -> Members 
                 if registry.is_leader(child) {
                     continue;
                 }
-                let Some(stat) = process_stat(child) else {
+                let Some(stat) = procfs::stat(child) else {
                     continue;
                 };
-                if stat.state == b'Z' {
-                    let _ = waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG));
-                    reaped = true;
+                if stat.dead() {
+                    reaped |= matches!(
+                        waitpid(Pid::from_raw(child), Some(WaitPidFlag::WNOHANG)),
+                        Ok(status) if status != WaitStatus::StillAlive
+                    );
                 } else if stat.pgrp == pgid || registry.live_runs <= 1 {
                     roots.push(child);
                 } else {
-                    match marked(child, marker) {
+                    match procfs::marked(child, marker) {
                         Marked::Yes => roots.push(child),
                         Marked::Unsettled => unsettled += 1,
                         Marked::No => {}
@@ -271,7 +186,7 @@ pub(crate) fn members(leader: Option<i32>, pgid: i32, marker: &[u8]) -> Members 
         if !seen.insert(pid) {
             continue;
         }
-        if Some(pid) != leader && process_state(pid).is_some_and(|s| s != b'Z') {
+        if Some(pid) != leader && procfs::stat(pid).is_some_and(|s| !s.dead()) {
             pids.push(pid);
         }
         roots.extend(children_of(pid));
@@ -279,38 +194,36 @@ pub(crate) fn members(leader: Option<i32>, pgid: i32, marker: &[u8]) -> Members 
     Members { pids, unsettled }
 }
 
-/// How long [`marked_processes`] waits for processes it cannot tell yet.
+/// How long a scan by marker looks again at processes it cannot tell yet.
 const SETTLE_LIMIT: Duration = Duration::from_millis(200);
 
-/// Live (non-zombie) processes carrying `run_marker`, other than us. A
-/// process inside `execve` or exiting cannot be told for a moment, so those
-/// are looked at again until each is told (or [`SETTLE_LIMIT`] passes).
-fn marked_processes(run_marker: &str) -> Vec<i32> {
+/// Calls `found` for each live process carrying `run_marker`, other than
+/// us, as soon as it is told. A process inside `execve` or exiting cannot be
+/// told for a moment; those are looked at again for up to [`SETTLE_LIMIT`].
+/// Returns how many still could not be told.
+fn scan_marked(run_marker: &str, mut found: impl FnMut(i32)) -> usize {
     let marker = marker_bytes(run_marker);
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return Vec::new();
+        return 0;
     };
     let mut untold: Vec<i32> = dir
         .flatten()
         .filter_map(|e| e.file_name().to_str().and_then(|n| n.parse::<i32>().ok()))
         .filter(|&pid| pid != me)
         .collect();
-    let mut found = Vec::new();
     let deadline = Instant::now() + SETTLE_LIMIT;
     loop {
-        untold.retain(|&pid| match marked(pid, &marker) {
+        untold.retain(|&pid| match procfs::marked(pid, &marker) {
             Marked::Yes => {
-                if process_state(pid).is_some_and(|s| s != b'Z') {
-                    found.push(pid);
-                }
+                found(pid);
                 false
             }
             Marked::No => false,
             Marked::Unsettled => true,
         });
         if untold.is_empty() || Instant::now() >= deadline {
-            return found;
+            return untold.len();
         }
         std::thread::sleep(Duration::from_millis(1));
     }
@@ -320,96 +233,48 @@ fn marked_processes(run_marker: &str) -> Vec<i32> {
 /// marker (its old process group and any descendant that left it). A
 /// recycled pid is never touched, since it lacks the marker. Returns how many
 /// processes were signalled.
+/// Blocks for up to [`SETTLE_LIMIT`]: call it off the async runtime.
 pub fn kill_orphaned_run(run_marker: &str) -> usize {
-    marked_processes(run_marker)
-        .into_iter()
-        .filter(|&pid| kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok())
-        .count()
+    let mut killed = 0;
+    scan_marked(run_marker, |pid| {
+        if kill(Pid::from_raw(pid), Signal::SIGKILL).is_ok() {
+            killed += 1;
+        }
+    });
+    killed
 }
 
-/// How many live processes still carry the run's marker.
+/// How many live processes still carry the run's marker, counting those
+/// that could not be told (they still exist). Blocks like [`kill_orphaned_run`].
 pub fn count_run_processes(run_marker: &str) -> usize {
-    marked_processes(run_marker).len()
+    let mut found = 0;
+    let untold = scan_marked(run_marker, |_| found += 1);
+    found + untold
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A child killed and reaped when the test ends, passed or not.
-    struct Reaped(std::process::Child);
-
-    impl Drop for Reaped {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-
-    /// A shell that execs itself forever, carrying `marker`: part of its
-    /// time its environment is not laid out yet (it reads empty then). The
-    /// script is not made executable: writing a program while other threads
-    /// fork can leave it busy (ETXTBSY).
-    fn reexec(dir: &std::path::Path, marker: &str) -> Reaped {
-        let script = dir.join("reexec");
-        std::fs::write(&script, "exec sh \"$0\"\n").unwrap();
-        let child = std::process::Command::new("sh")
-            .arg(&script)
-            .env(crate::MARKER_VAR, marker)
-            .spawn()
-            .unwrap();
-        let (pid, mark) = (child.id() as i32, marker_bytes(marker));
-        let child = Reaped(child);
-        // Until its first execve it is a copy of this process, unmarked.
-        let until = Instant::now() + Duration::from_secs(5);
-        while marked(pid, &mark) != Marked::Yes {
-            assert!(Instant::now() < until, "never read the marker");
-        }
-        child
-    }
-
-    #[test]
-    fn a_process_inside_execve_is_never_taken_for_unmarked() {
-        let dir = tempfile::tempdir().unwrap();
-        let child = reexec(dir.path(), "reexec-unit");
-        let (pid, mark) = (child.0.id() as i32, marker_bytes("reexec-unit"));
-        let mut unsettled = 0;
-        let until = Instant::now() + Duration::from_secs(2);
-        while Instant::now() < until && unsettled < 50 {
-            match marked(pid, &mark) {
-                Marked::Yes => {}
-                Marked::Unsettled => unsettled += 1,
-                Marked::No => panic!("a re-exec'ing process read as unmarked"),
-            }
-        }
-    }
-
     #[test]
     fn a_scan_for_a_run_finds_its_process_inside_execve() {
-        let dir = tempfile::tempdir().unwrap();
-        let _child = reexec(dir.path(), "reexec-scan");
-        for _ in 0..50 {
-            assert_eq!(count_run_processes("reexec-scan"), 1);
-        }
-    }
-
-    #[test]
-    fn an_empty_environment_is_unmarked_once_its_program_runs() {
-        let child = Reaped(
-            std::process::Command::new("sleep")
-                .arg("100")
-                .env_clear()
-                .spawn()
-                .unwrap(),
-        );
-        let pid = child.0.id() as i32;
-        // Inside its execve it may read as unsettled; then for good as unmarked.
+        // A shell that execs itself forever: part of its time its new
+        // environment is not laid out yet.
+        let script = "exec sh -c \"$0\" \"$0\"";
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", script, script])
+            .env(crate::MARKER_VAR, "reexec-scan")
+            .spawn()
+            .unwrap();
         let until = Instant::now() + Duration::from_secs(5);
-        let mut last = marked(pid, b"X=1");
-        while last != Marked::No && Instant::now() < until {
-            last = marked(pid, b"X=1");
+        while count_run_processes("reexec-scan") == 0 {
+            assert!(Instant::now() < until, "never found");
         }
-        assert_eq!(last, Marked::No);
-        assert_eq!(marked(pid, b"X=1"), Marked::No);
+        let counts: Vec<usize> = (0..50)
+            .map(|_| count_run_processes("reexec-scan"))
+            .collect();
+        assert_eq!(kill_orphaned_run("reexec-scan"), 1);
+        let _ = child.wait();
+        assert!(counts.iter().all(|&n| n == 1), "{counts:?}");
     }
 }

@@ -425,7 +425,11 @@ impl RunService {
         }
         let stuck: Vec<RunId> = self.live().runs.keys().copied().collect();
         for id in stuck {
-            let killed = warden_exec::kill_orphaned_run(&id.to_string());
+            let marker = id.to_string();
+            let killed =
+                tokio::task::spawn_blocking(move || warden_exec::kill_orphaned_run(&marker))
+                    .await
+                    .unwrap_or(0);
             tracing::error!(run = %id, killed, "run did not finish before shutdown; its record stays running until the next start settles it");
         }
     }

@@ -283,8 +283,11 @@ async fn settle_interrupted_runs(store: &Store) -> anyhow::Result<()> {
     let live = store.live_runs().await?;
     for run in &live {
         let marker = run.id.to_string();
-        let killed = warden_exec::kill_orphaned_run(&marker);
-        let left = wait_for_processes_to_go(&marker).await;
+        let killed = {
+            let marker = marker.clone();
+            tokio::task::spawn_blocking(move || warden_exec::kill_orphaned_run(&marker)).await?
+        };
+        let left = wait_for_processes_to_go(&marker).await?;
         let mut detail = "the server stopped while this run was in flight".to_owned();
         detail.push_str(&match (killed, left) {
             (0, 0) => "; no process of it was left".to_owned(),
@@ -316,12 +319,14 @@ async fn settle_interrupted_runs(store: &Store) -> anyhow::Result<()> {
 }
 
 /// Waits up to a second for SIGKILLed processes to disappear; returns how many remain.
-async fn wait_for_processes_to_go(marker: &str) -> usize {
+async fn wait_for_processes_to_go(marker: &str) -> anyhow::Result<usize> {
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
     loop {
-        let left = warden_exec::count_run_processes(marker);
+        let m = marker.to_owned();
+        let left =
+            tokio::task::spawn_blocking(move || warden_exec::count_run_processes(&m)).await?;
         if left == 0 || tokio::time::Instant::now() >= deadline {
-            return left;
+            return Ok(left);
         }
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
     }

@@ -55,21 +55,6 @@ pub fn text(chunks: &[OutputChunk], stream: warden_exec::Stream) -> String {
     String::from_utf8(bytes).unwrap()
 }
 
-/// Whether a live (non-zombie) process with this pid exists.
-pub fn alive(pid: i32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => {
-            let state = s
-                .rsplit_once(") ")
-                .map(|(_, r)| r.chars().next())
-                .unwrap_or(None);
-            // A zombie, or one being reaped this instant (EXIT_DEAD), is dead.
-            !matches!(state, Some('Z' | 'X'))
-        }
-        Err(_) => false,
-    }
-}
-
 /// Reads a pid printed on the first line of stdout.
 pub fn first_pid(chunks: &[OutputChunk]) -> i32 {
     text(chunks, warden_exec::Stream::Stdout)

@@ -6,6 +6,7 @@ use warden_core::{FailureKind, Outcome};
 use warden_exec::{SpawnError, Stream};
 
 use super::harness::*;
+use super::proc_alive::alive;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn exit_zero_completes_with_output() {
@@ -94,37 +95,77 @@ async fn setsid_escapee_dies_when_the_leader_exits() {
     assert!(!alive(escapee), "setsid escapee {escapee} outlived its run");
 }
 
-#[tokio::test(flavor = "multi_thread")]
-async fn an_escapee_caught_inside_execve_is_found_all_the_same() {
-    // While another run is live an escapee is known by its marker alone, and
-    // a process inside execve has no environment to read for a moment. One
-    // that does nothing but exec itself, holding none of the run's output,
-    // must still be found and killed every time.
+/// Writes `script` to `dir` and, `times` over, runs a leader that starts
+/// `interpreter script ready-file` in a session of its own, holding none of
+/// the run's output, and exits once it made the file. Another run is live
+/// meanwhile, so the escapee is known by its marker alone; it must be gone
+/// when each run ends. The script is run by its interpreter, not made
+/// executable: writing a program while other tests fork can leave it busy
+/// (ETXTBSY).
+async fn escapees_die_with_their_runs(interpreter: &str, script: &str, times: usize) {
     let sup = supervisor(300);
     let other = start(&sup, &sh("exec sleep 60"));
     let dir = tempfile::tempdir().unwrap();
-    let script = dir.path().join("reexec");
-    // Run through sh, not made executable: writing a program while other
-    // tests fork can leave it busy (ETXTBSY).
-    std::fs::write(&script, ": >\"$1\"\nexec sh \"$0\" \"$1\"\n").unwrap();
-    for i in 0..30 {
-        // The leader exits once the escapee left its group and is looping.
+    let path = dir.path().join("escapee");
+    std::fs::write(&path, script).unwrap();
+    for i in 0..times {
         let ready = dir.path().join(format!("ready-{i}"));
         let s = sh(&format!(
-            "setsid sh {} {r} </dev/null >/dev/null 2>&1 & echo $!; until [ -e {r} ]; do :; done",
-            script.display(),
+            "setsid {interpreter} {} {r} </dev/null >/dev/null 2>&1 & echo $!; until [ -e {r} ]; do :; done",
+            path.display(),
             r = ready.display()
         ));
         let (chunks, outcome) = finish(start(&sup, &s)).await;
         assert_eq!(outcome, Outcome::Completed);
         let escapee = first_pid(&chunks);
-        assert!(
-            !alive(escapee),
-            "exec'ing escapee {escapee} outlived its run"
-        );
+        assert!(!alive(escapee), "escapee {escapee} outlived its run");
     }
     other.canceller().cancel();
     assert_eq!(finish(other).await.1, Outcome::Cancelled);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_escapee_caught_inside_execve_is_found_all_the_same() {
+    // A process inside execve has no environment to read for a moment; one
+    // that does nothing but exec itself must still be found every time. It
+    // stops once the test's directory is gone, should it outlive its run.
+    let script = "[ -d \"${1%/*}\" ] || exit\n: >\"$1\"\nexec sh \"$0\" \"$1\"\n";
+    escapees_die_with_their_runs("sh", script, 30).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_escapee_whose_main_thread_exited_is_found_and_killed() {
+    // Its main thread shows as a zombie while another thread runs on: it is
+    // alive, and still the run's.
+    let script = "import ctypes, sys, threading, time
+def run():
+    while open('/proc/self/stat').read().rsplit(') ', 1)[1][0] != 'Z':
+        time.sleep(0.001)
+    open(sys.argv[1], 'w').close()
+    time.sleep(1000)
+threading.Thread(target=run).start()
+ctypes.CDLL(None).pthread_exit(None)
+";
+    escapees_die_with_their_runs("python3", script, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_process_started_during_the_grace_period_gets_sigterm_too() {
+    let sup = supervisor(1000);
+    // On SIGTERM the leader starts a newcomer, then keeps running.
+    let mut s = sh(
+        r#"trap 'sh -c "trap \"echo newcomer got SIGTERM; exit\" TERM; while :; do sleep 0.05; done" &' TERM
+echo ready
+while :; do sleep 0.05; done"#,
+    );
+    s.timeout = Duration::from_millis(300);
+    let (chunks, outcome) = finish(start(&sup, &s)).await;
+    assert_eq!(outcome, Outcome::TimedOut);
+    assert!(
+        text(&chunks, Stream::Stdout).contains("newcomer got SIGTERM"),
+        "{:?}",
+        text(&chunks, Stream::Stdout)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

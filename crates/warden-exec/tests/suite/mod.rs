@@ -1,4 +1,5 @@
 mod harness;
 mod lifecycle;
 mod limits;
+mod proc_alive;
 mod stdio;

@@ -150,16 +150,12 @@ impl Drop for Server {
     }
 }
 
-/// Whether a live process has this pid: not a zombie, nor one being reaped
-/// this instant (EXIT_DEAD).
+#[path = "../../../warden-exec/tests/suite/proc_alive.rs"]
+mod proc_alive;
+
+/// Whether a live process has this pid (see `proc_alive`).
 pub fn alive(pid: i64) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(s) => !matches!(
-            s.rsplit_once(") ").and_then(|(_, r)| r.chars().next()),
-            Some('Z' | 'X')
-        ),
-        Err(_) => false,
-    }
+    i32::try_from(pid).is_ok_and(proc_alive::alive)
 }
 
 /// Waits until `pid` is gone (or a zombie), for at most `limit`.
