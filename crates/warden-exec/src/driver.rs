@@ -5,8 +5,7 @@
 //! Keeping it in one task (no reader tasks, no internal channel) keeps the
 //! per-run cost close to a bare spawn+wait.
 
-use std::cell::{Cell, RefCell};
-use std::collections::HashSet;
+use std::cell::Cell;
 use std::os::unix::process::ExitStatusExt;
 use std::time::Duration;
 
@@ -42,10 +41,8 @@ const UNSETTLED_LIMIT: Duration = Duration::from_secs(2);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kill {
     Idle,
-    /// SIGTERM sent; members found since get theirs at the next `look_at`.
     Term {
         escalate_at: Instant,
-        look_at: Instant,
     },
     /// SIGKILL first sent at `since`; sent again at `again_at` in case a
     /// dying process forked.
@@ -110,8 +107,6 @@ struct Group {
     /// Set once the group was seen empty: from then on its id may be reused
     /// by an unrelated process group, so it is never signalled again.
     empty: Cell<bool>,
-    /// Members already sent SIGTERM (a second one often means "quit now").
-    termed: RefCell<HashSet<i32>>,
     /// Since when orphans that cannot be told yet have held the end up.
     unsettled_since: Cell<Option<Instant>>,
 }
@@ -140,23 +135,14 @@ impl Group {
         if kill != Kill::Idle {
             return kill;
         }
-        let pids = self.members(leader_alive).pids;
-        procs::signal_all(self.pgid(), &pids, Signal::SIGTERM);
-        self.termed.borrow_mut().extend(pids);
+        procs::signal_all(
+            self.pgid(),
+            &self.members(leader_alive).pids,
+            Signal::SIGTERM,
+        );
         Kill::Term {
             escalate_at: later(self.grace),
-            look_at: Instant::now() + TICK,
         }
-    }
-
-    /// During the grace period: SIGTERM to members found since (forked, or
-    /// told apart only now), once each.
-    fn term_newcomers(&self, leader_alive: bool) {
-        let mut termed = self.termed.borrow_mut();
-        let fresh: Vec<i32> = (self.members(leader_alive).pids.into_iter())
-            .filter(|&pid| termed.insert(pid))
-            .collect();
-        procs::signal_all(None, &fresh, Signal::SIGTERM);
     }
 
     fn kill_now(&self, kill: Kill, leader_alive: bool) -> Kill {
@@ -177,18 +163,8 @@ impl Group {
 
     fn escalate(&self, kill: Kill, leader_alive: bool) -> Kill {
         match kill {
-            Kill::Term { escalate_at, .. } if Instant::now() >= escalate_at => {
+            Kill::Term { escalate_at } if Instant::now() >= escalate_at => {
                 self.kill_now(kill, leader_alive)
-            }
-            Kill::Term {
-                escalate_at,
-                look_at,
-            } if Instant::now() >= look_at => {
-                self.term_newcomers(leader_alive);
-                Kill::Term {
-                    escalate_at,
-                    look_at: Instant::now() + TICK,
-                }
             }
             // Keep killing: a dying process may have forked on its way out.
             Kill::Killed { again_at, .. } if Instant::now() >= again_at => {
@@ -202,9 +178,10 @@ impl Group {
     /// way). Orphans that cannot be told yet hold this up for at most
     /// [`UNSETTLED_LIMIT`].
     fn gone(&self) -> bool {
-        // First, so an empty group is noted even while members remain.
-        let group_alive = self.alive();
+        // Both, always (so an empty group is noted even while members
+        // remain), the group after the members' zombies were reaped.
         let members = self.members(false);
+        let group_alive = self.alive();
         let waiting = match (members.unsettled, self.unsettled_since.get()) {
             (0, _) => {
                 self.unsettled_since.set(None);
@@ -360,7 +337,6 @@ impl Driver {
             marker,
             grace,
             empty: Cell::new(false),
-            termed: RefCell::default(),
             unsettled_since: Cell::new(None),
         };
         let [mut out, mut err] = sources;

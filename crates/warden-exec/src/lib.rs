@@ -37,6 +37,6 @@ mod supervisor;
 pub use env::MARKER_VAR;
 pub use error::SpawnError;
 pub use output::{OutputChunk, Stream};
-pub use procs::{count_run_processes, kill_orphaned_run};
+pub use procs::kill_orphaned_run;
 pub use stdin::StdinHandle;
 pub use supervisor::{Canceller, RunEvent, RunHandle, Supervisor, SupervisorConfig};

@@ -13,12 +13,13 @@ use std::io::Read;
 const PF_EXITING: u32 = 0x4;
 const PF_KTHREAD: u32 = 0x0020_0000;
 
-/// The first read of an environment; larger ones are read again at their size.
+/// The first read of an environment; a larger one is read again whole.
 const ENV_READ: usize = 64 * 1024;
 
 /// What `/proc/<pid>/stat` says about a process (proc_pid_stat(5)).
 pub(crate) struct Stat {
-    /// The state letter of its main thread (`Z` zombie, `X` being reaped).
+    /// The state letter (`Z` zombie, `X` being reaped) of the main thread,
+    /// or of the thread whose directory was read.
     pub(crate) state: u8,
     pub(crate) pgrp: i32,
     flags: u32,
@@ -27,7 +28,7 @@ pub(crate) struct Stat {
     /// Where its code starts: 0 while it has no memory, and inside `execve`
     /// until the new image is laid out (set after its environment is).
     start_code: u64,
-    /// The size of its environment (0 when hidden from us).
+    /// The size of its environment (0 when empty, or hidden from us).
     env_size: u64,
 }
 
@@ -39,7 +40,7 @@ impl Stat {
         self.state == b'X' || (self.state == b'Z' && self.threads <= 1)
     }
 
-    fn exiting(&self) -> bool {
+    pub(crate) fn exiting(&self) -> bool {
         self.flags & PF_EXITING != 0
     }
 
@@ -89,25 +90,37 @@ pub(crate) fn marked(pid: i32, marker: &[u8]) -> Marked {
     match stat(pid) {
         None => Marked::No,
         // Its main thread exited; its memory is read through a live thread.
-        Some(s) if s.state == b'Z' && s.threads > 1 => match live_thread(pid) {
-            Some(tid) => marked_at(&format!("/proc/{pid}/task/{tid}"), marker),
-            None => Marked::Unsettled,
-        },
+        Some(s) if s.state == b'Z' && s.threads > 1 => through_threads(pid, marker),
         Some(_) => marked_at(&format!("/proc/{pid}"), marker),
     }
 }
 
-/// A thread of `pid` other than its main one.
-fn live_thread(pid: i32) -> Option<i32> {
-    std::fs::read_dir(format!("/proc/{pid}/task"))
-        .ok()?
-        .flatten()
-        .filter_map(|e| e.file_name().to_str()?.parse().ok())
-        .find(|&tid| tid != pid)
+/// Reads the marker through the threads of a process whose main thread
+/// exited; one that vanishes meanwhile is passed over.
+fn through_threads(pid: i32, marker: &[u8]) -> Marked {
+    let tids: Vec<i32> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .map(|dir| {
+            dir.flatten()
+                .filter_map(|e| e.file_name().to_str()?.parse().ok())
+                .filter(|&tid| tid != pid)
+                .collect()
+        })
+        .unwrap_or_default();
+    for tid in tids {
+        let dir = format!("/proc/{pid}/task/{tid}");
+        match marked_at(&dir, marker) {
+            Marked::No if stat_at(&dir).is_none_or(|s| s.dead()) => continue,
+            told => return told,
+        }
+    }
+    match stat(pid) {
+        Some(s) if s.state == b'Z' && s.threads > 1 => Marked::Unsettled,
+        _ => Marked::No,
+    }
 }
 
 fn marked_at(dir: &str, marker: &[u8]) -> Marked {
-    // Twice: the first read may come on the image an execve just replaced.
+    // Twice: a read may come on the image an execve just replaced.
     for _ in 0..2 {
         let readable = match read_environ(dir) {
             Ok(env) if !env.is_empty() => {
@@ -123,11 +136,13 @@ fn marked_at(dir: &str, marker: &[u8]) -> Marked {
             Some(s) if s.exiting() => return Marked::Unsettled,
             Some(_) if !readable => return Marked::No,
             Some(s) if s.start_code == 0 => return Marked::Unsettled,
-            // Laid out and empty: `env -i`, unless the read came too early.
+            // Laid out with nothing in it: `env -i`.
+            Some(s) if s.env_size == 0 => return Marked::No,
+            // Laid out with something in it, yet read empty: read too early.
             Some(_) => {}
         }
     }
-    Marked::No
+    Marked::Unsettled
 }
 
 /// A process's environment in one read where it fits: the file reads the
@@ -149,12 +164,12 @@ fn read_environ(dir: &str) -> std::io::Result<Vec<u8>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
     /// A child killed and reaped when the test ends, passed or not.
-    struct Reaped(std::process::Child);
+    pub(crate) struct Reaped(pub(crate) std::process::Child);
 
     impl Drop for Reaped {
         fn drop(&mut self) {
@@ -196,6 +211,7 @@ mod tests {
                 Marked::No => panic!("a re-exec'ing process read as unmarked"),
             }
         }
+        assert!(unsettled > 0, "never caught inside execve");
     }
 
     #[test]
@@ -208,7 +224,10 @@ ctypes.CDLL(None).pthread_exit(None)'";
         let pid = child.0.id() as i32;
         let until = Instant::now() + Duration::from_secs(5);
         while stat(pid).unwrap().state != b'Z' {
-            assert!(Instant::now() < until, "the main thread never exited");
+            assert!(
+                Instant::now() < until,
+                "the main thread never exited (is python3 with ctypes on PATH?)"
+            );
         }
         assert!(!stat(pid).unwrap().dead());
         assert_eq!(marked(pid, b"WARDEN_TEST_MARK=threads"), Marked::Yes);

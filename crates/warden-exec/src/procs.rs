@@ -198,14 +198,14 @@ pub(crate) fn members(leader: Option<i32>, pgid: i32, marker: &[u8]) -> Members 
 const SETTLE_LIMIT: Duration = Duration::from_millis(200);
 
 /// Calls `found` for each live process carrying `run_marker`, other than
-/// us, as soon as it is told. A process inside `execve` or exiting cannot be
-/// told for a moment; those are looked at again for up to [`SETTLE_LIMIT`].
-/// Returns how many still could not be told.
-fn scan_marked(run_marker: &str, mut found: impl FnMut(i32)) -> usize {
+/// us, as soon as it is told. One inside `execve` cannot be told for a
+/// moment and is looked at again for up to [`SETTLE_LIMIT`]; one exiting is
+/// passed over (it is on its way out, whoever's it is).
+fn scan_marked(run_marker: &str, mut found: impl FnMut(i32)) {
     let marker = marker_bytes(run_marker);
     let me = std::process::id() as i32;
     let Ok(dir) = std::fs::read_dir("/proc") else {
-        return 0;
+        return;
     };
     let mut untold: Vec<i32> = dir
         .flatten()
@@ -220,20 +220,21 @@ fn scan_marked(run_marker: &str, mut found: impl FnMut(i32)) -> usize {
                 false
             }
             Marked::No => false,
-            Marked::Unsettled => true,
+            Marked::Unsettled => procfs::stat(pid).is_some_and(|s| !s.exiting()),
         });
         if untold.is_empty() || Instant::now() >= deadline {
-            return untold.len();
+            return;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
 }
 
-/// After a server restart: SIGKILLs every process that carries the run's
-/// marker (its old process group and any descendant that left it). A
-/// recycled pid is never touched, since it lacks the marker. Returns how many
-/// processes were signalled.
-/// Blocks for up to [`SETTLE_LIMIT`]: call it off the async runtime.
+/// SIGKILLs every live process that carries the run's marker (its process
+/// group and any descendant that left it): after a server restart, at a
+/// shim's end, at shutdown. A recycled pid is never touched, since it lacks
+/// the marker. Returns how many were signalled: call it until that is 0 to
+/// know none is left. Blocks for up to [`SETTLE_LIMIT`]: call it off the
+/// async runtime.
 pub fn kill_orphaned_run(run_marker: &str) -> usize {
     let mut killed = 0;
     scan_marked(run_marker, |pid| {
@@ -244,37 +245,34 @@ pub fn kill_orphaned_run(run_marker: &str) -> usize {
     killed
 }
 
-/// How many live processes still carry the run's marker, counting those
-/// that could not be told (they still exist). Blocks like [`kill_orphaned_run`].
-pub fn count_run_processes(run_marker: &str) -> usize {
-    let mut found = 0;
-    let untold = scan_marked(run_marker, |_| found += 1);
-    found + untold
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::procfs::tests::Reaped;
 
     #[test]
     fn a_scan_for_a_run_finds_its_process_inside_execve() {
         // A shell that execs itself forever: part of its time its new
         // environment is not laid out yet.
         let script = "exec sh -c \"$0\" \"$0\"";
-        let mut child = std::process::Command::new("sh")
-            .args(["-c", script, script])
-            .env(crate::MARKER_VAR, "reexec-scan")
-            .spawn()
-            .unwrap();
+        let _child = Reaped(
+            std::process::Command::new("sh")
+                .args(["-c", script, script])
+                .env(crate::MARKER_VAR, "reexec-scan")
+                .spawn()
+                .unwrap(),
+        );
+        let count = || {
+            let mut n = 0;
+            scan_marked("reexec-scan", |_| n += 1);
+            n
+        };
         let until = Instant::now() + Duration::from_secs(5);
-        while count_run_processes("reexec-scan") == 0 {
+        while count() == 0 {
             assert!(Instant::now() < until, "never found");
         }
-        let counts: Vec<usize> = (0..50)
-            .map(|_| count_run_processes("reexec-scan"))
-            .collect();
-        assert_eq!(kill_orphaned_run("reexec-scan"), 1);
-        let _ = child.wait();
+        let counts: Vec<usize> = (0..50).map(|_| count()).collect();
         assert!(counts.iter().all(|&n| n == 1), "{counts:?}");
+        assert_eq!(kill_orphaned_run("reexec-scan"), 1);
     }
 }

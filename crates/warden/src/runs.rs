@@ -426,11 +426,15 @@ impl RunService {
         let stuck: Vec<RunId> = self.live().runs.keys().copied().collect();
         for id in stuck {
             let marker = id.to_string();
-            let killed =
-                tokio::task::spawn_blocking(move || warden_exec::kill_orphaned_run(&marker))
-                    .await
-                    .unwrap_or(0);
-            tracing::error!(run = %id, killed, "run did not finish before shutdown; its record stays running until the next start settles it");
+            match tokio::task::spawn_blocking(move || warden_exec::kill_orphaned_run(&marker)).await
+            {
+                Ok(killed) => {
+                    tracing::error!(run = %id, killed, "run did not finish before shutdown; its record stays running until the next start settles it");
+                }
+                Err(e) => {
+                    tracing::error!(run = %id, error = %e, "run did not finish before shutdown and its processes could not be looked for; its record stays running until the next start settles it");
+                }
+            }
         }
     }
 }

@@ -283,11 +283,7 @@ async fn settle_interrupted_runs(store: &Store) -> anyhow::Result<()> {
     let live = store.live_runs().await?;
     for run in &live {
         let marker = run.id.to_string();
-        let killed = {
-            let marker = marker.clone();
-            tokio::task::spawn_blocking(move || warden_exec::kill_orphaned_run(&marker)).await?
-        };
-        let left = wait_for_processes_to_go(&marker).await?;
+        let (killed, left) = kill_leftovers(&marker).await?;
         let mut detail = "the server stopped while this run was in flight".to_owned();
         detail.push_str(&match (killed, left) {
             (0, 0) => "; no process of it was left".to_owned(),
@@ -318,16 +314,20 @@ async fn settle_interrupted_runs(store: &Store) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Waits up to a second for SIGKILLed processes to disappear; returns how many remain.
-async fn wait_for_processes_to_go(marker: &str) -> anyhow::Result<usize> {
+/// SIGKILLs every process carrying a run's marker, again until none is
+/// found (for up to a second); returns how many the first pass signalled
+/// and how many the last one still found.
+async fn kill_leftovers(marker: &str) -> anyhow::Result<(usize, usize)> {
+    let pass = || {
+        let marker = marker.to_owned();
+        tokio::task::spawn_blocking(move || warden_exec::kill_orphaned_run(&marker))
+    };
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
-    loop {
-        let m = marker.to_owned();
-        let left =
-            tokio::task::spawn_blocking(move || warden_exec::count_run_processes(&m)).await?;
-        if left == 0 || tokio::time::Instant::now() >= deadline {
-            return Ok(left);
-        }
+    let killed = pass().await?;
+    let mut left = killed;
+    while left > 0 && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        left = pass().await?;
     }
+    Ok((killed, left))
 }
