@@ -4,8 +4,8 @@
 //! Both are read while the process changes under us, so the answer can be
 //! "not yet": inside `execve` its new environment is not laid out, and on its
 //! way out its memory is gone (and its files may already be closed) before it
-//! becomes a zombie. Such a process is [`Marked::Unsettled`]; looking again
-//! shortly answers.
+//! becomes a zombie. Such a process is [`Marked::InsideExec`] or
+//! [`Marked::Exiting`]; looking again shortly answers.
 
 use std::io::Read;
 
@@ -40,7 +40,7 @@ impl Stat {
         self.state == b'X' || (self.state == b'Z' && self.threads <= 1)
     }
 
-    pub(crate) fn exiting(&self) -> bool {
+    fn exiting(&self) -> bool {
         self.flags & PF_EXITING != 0
     }
 
@@ -80,18 +80,20 @@ pub(crate) enum Marked {
     /// ssh-agent, a setuid one), or it was replaced (`env -i`, or a program
     /// that writes over its environment to retitle itself).
     No,
-    /// Cannot be told yet: it is exiting (its environment is gone) or inside
-    /// `execve` (its new one not laid out yet).
-    Unsettled,
+    /// Cannot be told yet: inside `execve`, its new environment not laid out.
+    InsideExec,
+    /// Cannot be told yet: exiting, its environment gone.
+    Exiting,
 }
 
-/// Whether process `pid` carries `marker` (`NAME=value`) in its environment.
-pub(crate) fn marked(pid: i32, marker: &[u8]) -> Marked {
-    match stat(pid) {
-        None => Marked::No,
+/// Whether process `pid`, whose [`stat`] is `stat`, carries `marker`
+/// (`NAME=value`) in its environment.
+pub(crate) fn marked(pid: i32, stat: &Stat, marker: &[u8]) -> Marked {
+    if stat.state == b'Z' && stat.threads > 1 {
         // Its main thread exited; its memory is read through a live thread.
-        Some(s) if s.state == b'Z' && s.threads > 1 => through_threads(pid, marker),
-        Some(_) => marked_at(&format!("/proc/{pid}"), marker),
+        through_threads(pid, marker)
+    } else {
+        marked_at(&format!("/proc/{pid}"), marker)
     }
 }
 
@@ -114,7 +116,7 @@ fn through_threads(pid: i32, marker: &[u8]) -> Marked {
         }
     }
     match stat(pid) {
-        Some(s) if s.state == b'Z' && s.threads > 1 => Marked::Unsettled,
+        Some(s) if s.state == b'Z' && s.threads > 1 => Marked::Exiting,
         _ => Marked::No,
     }
 }
@@ -133,16 +135,16 @@ fn marked_at(dir: &str, marker: &[u8]) -> Marked {
         match stat_at(dir) {
             None => return Marked::No,
             Some(s) if s.kernel_thread() || s.dead() => return Marked::No,
-            Some(s) if s.exiting() => return Marked::Unsettled,
+            Some(s) if s.exiting() => return Marked::Exiting,
             Some(_) if !readable => return Marked::No,
-            Some(s) if s.start_code == 0 => return Marked::Unsettled,
+            Some(s) if s.start_code == 0 => return Marked::InsideExec,
             // Laid out with nothing in it: `env -i`.
             Some(s) if s.env_size == 0 => return Marked::No,
             // Laid out with something in it, yet read empty: read too early.
             Some(_) => {}
         }
     }
-    Marked::Unsettled
+    Marked::InsideExec
 }
 
 /// A process's environment in one read where it fits: the file reads the
@@ -168,6 +170,11 @@ pub(crate) mod tests {
     use super::*;
     use std::time::{Duration, Instant};
 
+    /// [`marked`] with the process's stat read now.
+    fn marked_now(pid: i32, marker: &[u8]) -> Marked {
+        stat(pid).map_or(Marked::No, |s| marked(pid, &s, marker))
+    }
+
     /// A child killed and reaped when the test ends, passed or not.
     pub(crate) struct Reaped(pub(crate) std::process::Child);
 
@@ -190,7 +197,7 @@ pub(crate) mod tests {
                 .unwrap(),
         );
         let until = Instant::now() + Duration::from_secs(5);
-        while marked(child.0.id() as i32, marker.as_bytes()) != Marked::Yes {
+        while marked_now(child.0.id() as i32, marker.as_bytes()) != Marked::Yes {
             assert!(Instant::now() < until, "never read the marker");
         }
         child
@@ -205,10 +212,10 @@ pub(crate) mod tests {
         let mut unsettled = 0;
         let until = Instant::now() + Duration::from_secs(2);
         while Instant::now() < until && unsettled < 50 {
-            match marked(pid, b"WARDEN_TEST_MARK=exec") {
+            match marked_now(pid, b"WARDEN_TEST_MARK=exec") {
                 Marked::Yes => {}
-                Marked::Unsettled => unsettled += 1,
-                Marked::No => panic!("a re-exec'ing process read as unmarked"),
+                Marked::InsideExec => unsettled += 1,
+                other => panic!("a re-exec'ing process read as {other:?}"),
             }
         }
         assert!(unsettled > 0, "never caught inside execve");
@@ -230,7 +237,7 @@ ctypes.CDLL(None).pthread_exit(None)'";
             );
         }
         assert!(!stat(pid).unwrap().dead());
-        assert_eq!(marked(pid, b"WARDEN_TEST_MARK=threads"), Marked::Yes);
+        assert_eq!(marked_now(pid, b"WARDEN_TEST_MARK=threads"), Marked::Yes);
     }
 
     #[test]
@@ -244,12 +251,12 @@ ctypes.CDLL(None).pthread_exit(None)'";
         );
         let pid = child.0.id() as i32;
         let until = Instant::now() + Duration::from_secs(5);
-        let mut last = marked(pid, b"X=1");
+        let mut last = marked_now(pid, b"X=1");
         while last != Marked::No && Instant::now() < until {
-            last = marked(pid, b"X=1");
+            last = marked_now(pid, b"X=1");
         }
         assert_eq!(last, Marked::No);
-        assert_eq!(marked(pid, b"X=1"), Marked::No);
+        assert_eq!(marked_now(pid, b"X=1"), Marked::No);
     }
 
     #[test]
@@ -267,7 +274,7 @@ ctypes.CDLL(None).pthread_exit(None)'";
         );
         let pid = child.0.id() as i32;
         let until = Instant::now() + Duration::from_secs(5);
-        while marked(pid, b"WARDEN_TEST_MARK=big") != Marked::Yes {
+        while marked_now(pid, b"WARDEN_TEST_MARK=big") != Marked::Yes {
             assert!(
                 Instant::now() < until,
                 "the marker after a large variable was never read"

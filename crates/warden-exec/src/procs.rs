@@ -168,9 +168,9 @@ pub(crate) fn members(leader: Option<i32>, pgid: i32, marker: &[u8]) -> Members 
                 } else if stat.pgrp == pgid || registry.live_runs <= 1 {
                     roots.push(child);
                 } else {
-                    match procfs::marked(child, marker) {
+                    match procfs::marked(child, &stat, marker) {
                         Marked::Yes => roots.push(child),
-                        Marked::Unsettled => unsettled += 1,
+                        Marked::InsideExec | Marked::Exiting => unsettled += 1,
                         Marked::No => {}
                     }
                 }
@@ -214,13 +214,18 @@ fn scan_marked(run_marker: &str, mut found: impl FnMut(i32)) {
         .collect();
     let deadline = Instant::now() + SETTLE_LIMIT;
     loop {
-        untold.retain(|&pid| match procfs::marked(pid, &marker) {
-            Marked::Yes => {
-                found(pid);
-                false
+        untold.retain(|&pid| {
+            let Some(stat) = procfs::stat(pid) else {
+                return false;
+            };
+            match procfs::marked(pid, &stat, &marker) {
+                Marked::Yes => {
+                    found(pid);
+                    false
+                }
+                Marked::InsideExec => true,
+                Marked::No | Marked::Exiting => false,
             }
-            Marked::No => false,
-            Marked::Unsettled => procfs::stat(pid).is_some_and(|s| !s.exiting()),
         });
         if untold.is_empty() || Instant::now() >= deadline {
             return;

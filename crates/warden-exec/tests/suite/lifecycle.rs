@@ -2,8 +2,8 @@
 
 use std::time::{Duration, Instant};
 
-use warden_core::{FailureKind, Outcome};
-use warden_exec::{SpawnError, Stream};
+use warden_core::{FailureKind, Outcome, RunSpec};
+use warden_exec::{SpawnError, Stream, Supervisor};
 
 use super::harness::*;
 use super::proc_alive::alive;
@@ -77,10 +77,7 @@ async fn deadline_kills_a_grandchild_that_ignores_sigterm() {
 #[tokio::test(flavor = "multi_thread")]
 async fn leftovers_of_a_finished_leader_are_killed() {
     let sup = supervisor(300);
-    let (chunks, outcome) = finish(start(&sup, &sh("sleep 1000 & echo $!"))).await;
-    assert_eq!(outcome, Outcome::Completed);
-    let left = first_pid(&chunks);
-    assert!(!alive(left), "background process {left} outlived its run");
+    ends_leaving_nothing(&sup, &sh("sleep 1000 & echo $!"), Outcome::Completed).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -89,10 +86,16 @@ async fn setsid_escapee_dies_when_the_leader_exits() {
     // The escapee prints its pid only after setsid(), then its parent exits,
     // so it is re-parented to us outside the run's process group.
     let s = sh("( setsid sh -c 'echo $$; exec sleep 1000' & ) | head -n1");
-    let (chunks, outcome) = finish(start(&sup, &s)).await;
-    assert_eq!(outcome, Outcome::Completed);
-    let escapee = first_pid(&chunks);
-    assert!(!alive(escapee), "setsid escapee {escapee} outlived its run");
+    ends_leaving_nothing(&sup, &s, Outcome::Completed).await;
+}
+
+/// Runs `spec` to `expected`; the process whose pid it printed first (one it
+/// left behind) must be gone by then.
+async fn ends_leaving_nothing(sup: &Supervisor, spec: &RunSpec, expected: Outcome) {
+    let (chunks, outcome) = finish(start(sup, spec)).await;
+    assert_eq!(outcome, expected);
+    let left = first_pid(&chunks);
+    assert!(!alive(left), "process {left} outlived its run");
 }
 
 /// Writes `script` to `dir` and, `times` over, runs a leader that starts
@@ -115,10 +118,7 @@ async fn escapees_die_with_their_runs(interpreter: &str, script: &str, times: us
             path.display(),
             r = ready.display()
         ));
-        let (chunks, outcome) = finish(start(&sup, &s)).await;
-        assert_eq!(outcome, Outcome::Completed);
-        let escapee = first_pid(&chunks);
-        assert!(!alive(escapee), "escapee {escapee} outlived its run");
+        ends_leaving_nothing(&sup, &s, Outcome::Completed).await;
     }
     other.canceller().cancel();
     assert_eq!(finish(other).await.1, Outcome::Cancelled);
@@ -164,10 +164,7 @@ async fn setsid_escapee_dies_at_the_deadline() {
     let mut s =
         sh("setsid sh -c 'echo $$; trap \"\" TERM; exec sleep 1000' | head -n1; sleep 1000");
     s.timeout = Duration::from_millis(500);
-    let (chunks, outcome) = finish(start(&sup, &s)).await;
-    assert_eq!(outcome, Outcome::TimedOut);
-    let escapee = first_pid(&chunks);
-    assert!(!alive(escapee), "setsid escapee {escapee} outlived its run");
+    ends_leaving_nothing(&sup, &s, Outcome::TimedOut).await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -226,10 +223,7 @@ async fn unmarked_escapee_under_an_unmarked_group_member_dies() {
         "while [ ! -s pid ]; do sleep 0.01; done; cat pid"
     ));
     s.cwd = dir.path().to_path_buf();
-    let (chunks, outcome) = finish(start(&sup, &s)).await;
-    assert_eq!(outcome, Outcome::Completed);
-    let escapee = first_pid(&chunks);
-    assert!(!alive(escapee), "escapee {escapee} outlived its run");
+    ends_leaving_nothing(&sup, &s, Outcome::Completed).await;
     other.canceller().cancel();
     assert_eq!(finish(other).await.1, Outcome::Cancelled);
 }
